@@ -1,0 +1,52 @@
+#include <algorithm>
+#include <cstdlib>
+#include <iostream>
+#include <sstream>
+
+#include "tilenorm/dsl/passes.hpp"
+
+namespace tilenorm {
+namespace {
+
+bool dump_requested() {
+  const char* value = std::getenv("TILENORM_DUMP_IR");
+  return value && *value && std::string_view(value) != "0";
+}
+
+void dump(std::string_view after, const std::string& text) {
+  std::cerr << "=== tilenorm IR after " << after << " ===\n" << text;
+}
+
+}  // namespace
+
+std::string LoweredProgram::to_string() const {
+  std::ostringstream out;
+  out << program.to_string();
+  const auto reachable = program.reachable_nodes();
+  for (std::size_t phase = 0; phase < reduction_phases.size(); ++phase) {
+    out << "  reduction phase " << phase << ":";
+    for (ir::NodeId id : reduction_phases[phase]) {
+      // Print the same dense numbers as Program::to_string.
+      const auto it = std::lower_bound(reachable.begin(), reachable.end(), id);
+      out << " %" << (it - reachable.begin());
+    }
+    out << "\n";
+  }
+  return out.str();
+}
+
+LoweredProgram lower(const ir::Program& program) {
+  const bool dumping = dump_requested();
+  if (dumping) dump("front end", program.to_string());
+  passes::verify(program);
+  if (dumping) dump("verify", program.to_string());
+  ir::Program simplified = passes::simplify(program);
+  if (dumping) dump("simplify", simplified.to_string());
+  ir::Program shared = passes::cse(simplified);
+  if (dumping) dump("cse", shared.to_string());
+  LoweredProgram lowered = passes::schedule_reductions(shared);
+  if (dumping) dump("schedule_reductions", lowered.to_string());
+  return lowered;
+}
+
+}  // namespace tilenorm

@@ -1,0 +1,24 @@
+#include "rewrite.hpp"
+
+#include <memory>
+#include <unordered_map>
+
+namespace tilenorm::detail {
+
+ir::Program rebuild(const ir::Program& program, const RewriteFn& rewrite) {
+  auto graph = std::make_shared<ir::Graph>();
+  std::unordered_map<ir::NodeId, ir::NodeId> mapped;
+  for (ir::NodeId id : program.reachable_nodes()) {
+    ir::Node node = program.graph->node(id);
+    for (int i = 0; i < node.arity; ++i) node.args[i] = mapped.at(node.args[i]);
+    mapped[id] = rewrite(node, *graph);
+  }
+  ir::Program result = program;
+  result.graph = graph;
+  for (auto* outputs : {&result.row_outputs, &result.row_stats}) {
+    for (ir::Output& out : *outputs) out.value = mapped.at(out.value);
+  }
+  return result;
+}
+
+}  // namespace tilenorm::detail

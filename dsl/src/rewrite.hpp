@@ -1,0 +1,16 @@
+#pragma once
+// Shared by the rewriting passes: rebuilds a program into a fresh graph, node by node in
+// topological order, letting the pass choose what each (already remapped) node becomes.
+#include <functional>
+
+#include "tilenorm/dsl/ir.hpp"
+
+namespace tilenorm::detail {
+
+// `rewrite(node, graph)` gets a node whose args already refer to `graph`, and returns the id
+// of its replacement in `graph` (usually graph.intern(node)).
+using RewriteFn = std::function<ir::NodeId(const ir::Node& node, ir::Graph& graph)>;
+
+ir::Program rebuild(const ir::Program& program, const RewriteFn& rewrite);
+
+}  // namespace tilenorm::detail

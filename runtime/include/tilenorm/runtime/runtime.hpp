@@ -1,0 +1,123 @@
+#pragma once
+// The facade: binds DSL programs to a GPU, picks a configuration (tuning database, else the
+// built-in heuristic), compiles or loads the kernel once, and launches it on the caller's
+// stream. Only launching needs a GPU; see build_kernel() for compiling without one.
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "tilenorm/dsl/codegen.hpp"
+#include "tilenorm/dsl/passes.hpp"
+#include "tilenorm/runtime/tensor.hpp"
+#include "tilenorm/runtime/tuning_db.hpp"
+
+struct CUstream_st;
+
+namespace tilenorm {
+
+// A CUDA stream (CUstream, or cudaStream_t: the same type). nullptr is the legacy default stream.
+using Stream = CUstream_st*;
+
+// Arguments in the order the program declared them.
+struct KernelArgs {
+  std::span<const TensorView> row_inputs;
+  std::span<const TensorView> row_outputs;
+  std::span<const ColumnView> columns;
+  std::span<const RowStatView> row_stats;
+  std::span<const float> scalars;
+};
+
+// Where a launch's configuration came from.
+enum class ConfigSource { tuned_exact, tuned_nearest_m, heuristic, explicit_config };
+std::string_view config_source_name(ConfigSource source);
+
+struct ResolvedConfig {
+  KernelConfig config;  // vec already narrowed to what the pointers' alignment allows
+  ConfigSource source;
+};
+
+class Runtime;
+
+// The dtype field of tuning keys: "bf16", or "bf16/fp32" when parameters differ from rows.
+std::string tuning_dtype_key(DType io_dtype, DType param_dtype);
+
+
+// A program bound to a runtime: lowered and hashed once, its kernels loaded on first use
+// per (dtype, N, M bucket, alignment). Launching does no allocation and no synchronisation
+// once that kernel is loaded, so it is safe inside CUDA graph capture.
+class Norm {
+ public:
+  const ir::Program& program() const;
+  const std::string& program_hash() const;
+
+  // Validates every argument (throws tilenorm::Error naming the bad one; nothing is launched
+  // then), and launches. rows == 0 is a no-op.
+  void launch(const KernelArgs& args, Stream stream) const;
+  // The same with a configuration chosen by the caller (the autotuner uses this).
+  void launch(const KernelArgs& args, Stream stream, const KernelConfig& config) const;
+  // The configuration launch() would use for these arguments, and where it came from.
+  ResolvedConfig resolve(const KernelArgs& args) const;
+  // The tuning-database key for a launch of this program on this runtime's device.
+  TuningKey tuning_key(DType io_dtype, DType param_dtype, std::int64_t n, std::int64_t rows) const;
+  const LoweredProgram& lowered() const;
+
+ private:
+  friend class Runtime;
+
+  struct State;
+  explicit Norm(std::shared_ptr<State> state);
+  std::shared_ptr<State> state_;
+};
+
+struct RuntimeOptions {
+  int device = 0;
+  bool use_tuning_database = true;  // false: always the heuristic (for comparisons)
+};
+
+class Runtime {
+ public:
+  explicit Runtime(RuntimeOptions options = {});
+  ~Runtime();
+  Runtime(const Runtime&) = delete;
+  Runtime& operator=(const Runtime&) = delete;
+
+  Norm load(const ir::Program& program);
+  // The built-in kernel of that name (kernels::builtin_program), loaded once per runtime.
+  const Norm& builtin(std::string_view name);
+
+  std::string device_name() const;
+  std::string arch() const;  // e.g. "sm_90"
+  int compute_capability_major() const;
+  int compute_capability_minor() const;
+  int multiprocessors() const;
+  std::size_t shared_memory_per_block() const;
+
+  struct Statistics {
+    std::uint64_t kernels_loaded = 0;   // modules loaded into the context
+    std::uint64_t nvrtc_compiles = 0;   // of those, compiled now (the rest came from disk)
+  };
+  Statistics statistics() const;
+
+  struct Impl;
+
+ private:
+  std::shared_ptr<Impl> impl_;
+};
+
+// Compiles a program for an explicit architecture (e.g. "sm_90") with no GPU needed, through
+// the disk cache unless `use_disk_cache` is false.
+struct BuiltKernel {
+  GeneratedKernel generated;
+  std::vector<char> cubin;
+  int registers = -1;
+  int spill_bytes = 0;
+  bool from_disk_cache = false;
+};
+BuiltKernel build_kernel(const LoweredProgram& program, const KernelSpec& spec, const std::string& arch,
+                         bool use_disk_cache = true);
+
+}  // namespace tilenorm

@@ -1,0 +1,238 @@
+#include "tilenorm/runtime/nvrtc.hpp"
+
+#include <nvrtc.h>
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <cstdio>
+#include <memory>
+#include <optional>
+#include <sstream>
+
+namespace tilenorm {
+namespace {
+
+void check_nvrtc(nvrtcResult result, std::string_view what) {
+  if (result == NVRTC_SUCCESS) return;
+  throw Error(std::string(what) + " failed: " + nvrtcGetErrorString(result));
+}
+
+struct ProgramDeleter {
+  void operator()(_nvrtcProgram* program) const { nvrtcDestroyProgram(&program); }
+};
+using ProgramHandle = std::unique_ptr<_nvrtcProgram, ProgramDeleter>;
+
+std::string program_log(nvrtcProgram program) {
+  std::size_t size = 0;
+  check_nvrtc(nvrtcGetProgramLogSize(program, &size), "nvrtcGetProgramLogSize");
+  std::string log(size, '\0');
+  check_nvrtc(nvrtcGetProgramLog(program, log.data()), "nvrtcGetProgramLog");
+  while (!log.empty() && log.back() == '\0') log.pop_back();  // The size counts the terminator.
+  return log;
+}
+
+std::string join(const std::vector<std::string>& words) {
+  std::string joined;
+  for (const std::string& word : words) {
+    if (!joined.empty()) joined += ' ';
+    joined += word;
+  }
+  return joined;
+}
+
+std::string numbered_source(std::string_view source) {
+  std::string numbered;
+  int line_number = 1;
+  while (!source.empty()) {
+    std::size_t end = source.find('\n');
+    std::string_view line = source.substr(0, end);
+    char prefix[16];
+    std::snprintf(prefix, sizeof(prefix), "%5d | ", line_number++);
+    numbered += prefix;
+    numbered += line;
+    numbered += '\n';
+    source.remove_prefix(end == std::string_view::npos ? source.size() : end + 1);
+  }
+  return numbered;
+}
+
+// The decimal number that ends right before `suffix` in `line`, e.g. 30 for
+// ("Used 30 registers", " registers").
+std::optional<int> number_before(std::string_view line, std::string_view suffix) {
+  std::size_t end = line.find(suffix);
+  if (end == std::string_view::npos) return std::nullopt;
+  std::size_t begin = end;
+  while (begin > 0 && std::isdigit(static_cast<unsigned char>(line[begin - 1]))) --begin;
+  int value = 0;
+  auto [parsed_end, error] = std::from_chars(line.data() + begin, line.data() + end, value);
+  if (error != std::errc() || parsed_end != line.data() + end) return std::nullopt;
+  return value;
+}
+
+// The text between `opening` and the next `closing` in `line`.
+std::optional<std::string> text_after(std::string_view line, std::string_view opening,
+                                      std::string_view closing) {
+  std::size_t begin = line.find(opening);
+  if (begin == std::string_view::npos) return std::nullopt;
+  begin += opening.size();
+  std::size_t end = closing.empty() ? line.size() : line.find(closing, begin);
+  if (end == std::string_view::npos) return std::nullopt;
+  return std::string(line.substr(begin, end - begin));
+}
+
+struct FunctionReport {
+  std::string name;
+  bool entry = false;
+  std::optional<int> registers;
+  int shared_memory = 0;
+  int stack_frame = 0;
+  std::optional<int> cumulative_stack;
+  int spill_stores = 0;
+  int spill_loads = 0;
+};
+
+// Reads ptxas -v output such as
+//   ptxas info    : Compiling entry function 'k' for 'sm_90'
+//   ptxas info    : Function properties for k
+//   ptxas         .     0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+//   ptxas info    : Used 30 registers, used 1 barriers, 4096 bytes smem, 380 bytes cmem[0]
+// The "Used" line belongs to the entry function being compiled; a "Function properties" block
+// also appears for each non-inlined device function.
+std::vector<FunctionReport> parse_ptxas_report(std::string_view log) {
+  std::vector<FunctionReport> functions;
+  auto find_or_add = [&functions](const std::string& name) -> std::size_t {
+    auto found = std::find_if(functions.begin(), functions.end(),
+                              [&name](const FunctionReport& f) { return f.name == name; });
+    if (found != functions.end()) return found - functions.begin();
+    functions.emplace_back().name = name;
+    return functions.size() - 1;
+  };
+  std::optional<std::size_t> compiling_entry;
+  std::optional<std::size_t> properties_of;
+  std::istringstream lines{std::string(log)};
+  for (std::string line; std::getline(lines, line);) {
+    if (auto name = text_after(line, "Compiling entry function '", "'")) {
+      compiling_entry = find_or_add(*name);
+      functions[*compiling_entry].entry = true;
+    } else if (auto properties = text_after(line, "Function properties for ", "")) {
+      while (!properties->empty() && std::isspace(static_cast<unsigned char>(properties->back()))) {
+        properties->pop_back();
+      }
+      properties_of = find_or_add(*properties);
+    } else if (auto stack_frame = number_before(line, " bytes stack frame"); stack_frame) {
+      if (!properties_of) continue;
+      FunctionReport& function = functions[*properties_of];
+      function.stack_frame = *stack_frame;
+      function.spill_stores = number_before(line, " bytes spill stores").value_or(0);
+      function.spill_loads = number_before(line, " bytes spill loads").value_or(0);
+    } else if (auto registers = number_before(line, " registers"); registers && compiling_entry) {
+      FunctionReport& function = functions[*compiling_entry];
+      function.registers = registers;
+      function.shared_memory = number_before(line, " bytes smem").value_or(0);
+      function.cumulative_stack = number_before(line, " bytes cumulative stack size");
+    }
+  }
+  return functions;
+}
+
+// Fills the resource fields for the kernel named `kernel_name` (else the first kernel). Spills
+// in non-inlined device functions count too: they cost the calling kernel just the same.
+void apply_ptxas_report(std::string_view log, const std::string& kernel_name,
+                        CompiledKernel& kernel) {
+  std::vector<FunctionReport> functions = parse_ptxas_report(log);
+  auto is_entry = [](const FunctionReport& f) { return f.entry; };
+  auto chosen = std::find_if(functions.begin(), functions.end(), [&](const FunctionReport& f) {
+    return f.entry && f.name == kernel_name;
+  });
+  if (chosen == functions.end())
+    chosen = std::find_if(functions.begin(), functions.end(), is_entry);
+  if (chosen == functions.end()) return;
+
+  kernel.registers = chosen->registers.value_or(-1);
+  kernel.shared_memory_bytes = chosen->shared_memory;
+  kernel.stack_frame_bytes = chosen->cumulative_stack.value_or(chosen->stack_frame);
+  kernel.spill_store_bytes = chosen->spill_stores;
+  kernel.spill_load_bytes = chosen->spill_loads;
+  for (const FunctionReport& function : functions) {
+    if (function.entry) continue;
+    kernel.spill_store_bytes += function.spill_stores;
+    kernel.spill_load_bytes += function.spill_loads;
+  }
+}
+
+void reject_architecture_options(const std::vector<std::string>& options) {
+  for (const std::string& option : options) {
+    if (option.starts_with("--gpu-architecture") || option.starts_with("-arch")) {
+      throw Error("NVRTC option '" + option +
+                  "' is not allowed: set the architecture through CompileRequest::arch");
+    }
+  }
+}
+
+}  // namespace
+
+void validate_arch(std::string_view arch) {
+  std::string_view digits = arch.starts_with("sm_") ? arch.substr(3) : std::string_view();
+  if (digits.ends_with('a')) digits.remove_suffix(1);
+  bool valid = !digits.empty() && std::all_of(digits.begin(), digits.end(), [](char c) {
+    return std::isdigit(static_cast<unsigned char>(c));
+  });
+  if (!valid) {
+    throw Error("invalid CUDA architecture '" + std::string(arch) +
+                "': expected a real architecture such as sm_80, sm_90 or sm_90a");
+  }
+}
+
+CompiledKernel compile_cuda(const CompileRequest& request) {
+  validate_arch(request.arch);
+  reject_architecture_options(request.options);
+
+  // --no-cache: on a hit in NVRTC's own cache (the driver's ComputeCache, used where libcuda is
+  // present) ptxas does not run and the log lacks the resource report; DiskCache replaces it.
+  std::vector<std::string> options = {"--gpu-architecture=" + request.arch, "-std=c++17",
+                                      "--ptxas-options=-v", "--no-cache"};
+  options.insert(options.end(), request.options.begin(), request.options.end());
+  std::vector<const char*> option_pointers;
+  for (const std::string& option : options) option_pointers.push_back(option.c_str());
+
+  std::string program_name =
+      (request.kernel_name.empty() ? std::string("tilenorm_kernel") : request.kernel_name) + ".cu";
+  nvrtcProgram raw_program = nullptr;
+  check_nvrtc(nvrtcCreateProgram(&raw_program, request.source.c_str(), program_name.c_str(), 0,
+                                 nullptr, nullptr),
+              "nvrtcCreateProgram");
+  ProgramHandle program(raw_program);
+
+  nvrtcResult compiled = nvrtcCompileProgram(
+      program.get(), static_cast<int>(option_pointers.size()), option_pointers.data());
+  CompiledKernel kernel;
+  kernel.log = program_log(program.get());
+  if (compiled != NVRTC_SUCCESS) {
+    throw CompileError("NVRTC could not compile kernel '" + request.kernel_name + "' for " +
+                           request.arch + " (" + nvrtcGetErrorString(compiled) +
+                           ")\noptions: " + join(options) + "\nlog:\n" + kernel.log +
+                           "\nsource:\n" + numbered_source(request.source),
+                       kernel.log);
+  }
+
+  std::size_t cubin_size = 0;
+  check_nvrtc(nvrtcGetCUBINSize(program.get(), &cubin_size), "nvrtcGetCUBINSize");
+  if (cubin_size == 0) {
+    throw Error("NVRTC produced no CUBIN for kernel '" + request.kernel_name + "' (" +
+                request.arch + ")");
+  }
+  kernel.cubin.resize(cubin_size);
+  check_nvrtc(nvrtcGetCUBIN(program.get(), kernel.cubin.data()), "nvrtcGetCUBIN");
+  apply_ptxas_report(kernel.log, request.kernel_name, kernel);
+  return kernel;
+}
+
+std::string nvrtc_version() {
+  int major = 0;
+  int minor = 0;
+  check_nvrtc(nvrtcVersion(&major, &minor), "nvrtcVersion");
+  return std::to_string(major) + "." + std::to_string(minor);
+}
+
+}  // namespace tilenorm
