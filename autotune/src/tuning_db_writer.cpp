@@ -99,7 +99,9 @@ fs::path unused_corrupt_path(const fs::path& db) {
   fs::path candidate = base;
   std::error_code error;
   for (int attempt = 1; fs::exists(fs::symlink_status(candidate, error)); ++attempt) {
-    candidate = with_suffix(base, std::string(1, '-').append(std::to_string(attempt)));
+    candidate = base;
+    candidate += "-";
+    candidate += std::to_string(attempt);
   }
   return candidate;
 }

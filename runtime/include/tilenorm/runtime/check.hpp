@@ -1,0 +1,43 @@
+#pragma once
+// Runs a program on the GPU with fresh random inputs and poisoned outputs, and compares every
+// output with the fp64 interpreter. Used by the GPU tests, the demo and the autotuner, so
+// that all three check kernels the same way.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tilenorm/dsl/reference.hpp"
+#include "tilenorm/runtime/runtime.hpp"
+
+namespace tilenorm {
+
+struct CheckOptions {
+  DType io_dtype = DType::bf16;
+  DType param_dtype = DType::bf16;
+  std::int64_t rows = 0;
+  std::int64_t cols = 0;
+  std::int64_t extra_row_stride = 0;  // row_stride = cols + extra_row_stride (a strided view)
+  std::int64_t element_offset = 0;    // start each tensor this many elements into its buffer
+  std::uint64_t seed = 1;
+  std::vector<float> scalars;             // empty: 1e-5 for every scalar (an eps)
+  std::optional<KernelConfig> config;     // empty: what the runtime chooses
+  std::int64_t reference_rows = 0;        // > 0: compare only this many rows (spread over M)
+};
+
+struct CheckReport {
+  struct Output {
+    std::string name;
+    Comparison comparison;
+  };
+  std::vector<Output> outputs;       // row outputs, then statistics
+  std::size_t unwritten = 0;         // output elements still holding the poison
+  std::size_t clobbered = 0;         // bytes outside the views that changed
+  ResolvedConfig used{};
+  bool ok() const;
+  std::string describe() const;
+};
+
+CheckReport check_against_interpreter(const Norm& norm, const CheckOptions& options);
+
+}  // namespace tilenorm
