@@ -2,22 +2,48 @@
 
 #include <cmath>
 #include <cstring>
-#include <random>
+#include <algorithm>
+#include <thread>
 #include <sstream>
 
 namespace tilenorm {
 
+namespace {
+
+// SplitMix64 of (seed, index): every element is independent, so large tensors fill in
+// parallel and the values do not depend on the number of threads.
+double uniform_unit(std::uint64_t seed, std::uint64_t index) {
+  std::uint64_t z = seed * 0x9E3779B97F4A7C15ull + index + 1;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  z ^= z >> 31;
+  return static_cast<double>(z >> 11) * 0x1.0p-53;
+}
+
+template <class Body>
+void parallel_for(std::size_t count, const Body& body) {
+  const std::size_t workers = std::clamp<std::size_t>(count / (1 << 20), 1, std::max(1u, std::thread::hardware_concurrency()));
+  const std::size_t per_worker = (count + workers - 1) / workers;
+  std::vector<std::thread> threads;
+  for (std::size_t first = 0; first < count; first += per_worker) {
+    threads.emplace_back([&body, first, last = std::min(count, first + per_worker)] {
+      for (std::size_t i = first; i < last; ++i) body(i);
+    });
+  }
+  for (auto& t : threads) t.join();
+}
+
+}  // namespace
+
 std::vector<double> random_values(std::size_t count, std::uint64_t seed, double low, double high, DType dtype) {
-  std::mt19937_64 engine(seed);
-  std::uniform_real_distribution<double> distribution(low, high);
   std::vector<double> values(count);
-  for (double& v : values) v = round_to_dtype(distribution(engine), dtype);
+  parallel_for(count, [&](std::size_t i) { values[i] = round_to_dtype(low + (high - low) * uniform_unit(seed, i), dtype); });
   return values;
 }
 
 std::vector<std::byte> encode(std::span<const double> values, DType dtype) {
   std::vector<std::byte> bytes(values.size() * dtype_size(dtype));
-  for (std::size_t i = 0; i < values.size(); ++i) {
+  parallel_for(values.size(), [&](std::size_t i) {
     const float v = static_cast<float>(values[i]);
     std::byte* dst = bytes.data() + i * dtype_size(dtype);
     if (dtype == DType::f32) {
@@ -26,13 +52,13 @@ std::vector<std::byte> encode(std::span<const double> values, DType dtype) {
       const std::uint16_t bits = dtype == DType::bf16 ? float_to_bf16_bits(v) : float_to_fp16_bits(v);
       std::memcpy(dst, &bits, sizeof bits);
     }
-  }
+  });
   return bytes;
 }
 
 std::vector<double> decode(std::span<const std::byte> bytes, DType dtype) {
   std::vector<double> values(bytes.size() / dtype_size(dtype));
-  for (std::size_t i = 0; i < values.size(); ++i) {
+  parallel_for(values.size(), [&](std::size_t i) {
     const std::byte* src = bytes.data() + i * dtype_size(dtype);
     if (dtype == DType::f32) {
       float v;
@@ -43,7 +69,7 @@ std::vector<double> decode(std::span<const std::byte> bytes, DType dtype) {
       std::memcpy(&bits, src, sizeof bits);
       values[i] = dtype == DType::bf16 ? bf16_bits_to_float(bits) : fp16_bits_to_float(bits);
     }
-  }
+  });
   return values;
 }
 

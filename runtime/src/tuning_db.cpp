@@ -65,14 +65,17 @@ class BoundedJsonBuilder {
     return true;
   }
   bool parse_error(std::size_t, const std::string&, const json::exception& error) {
-    error_ = error.what();
+    std::string_view message = error.what();
+    // nlohmann prefixes "[json.exception.parse_error.101] ", which means nothing to users.
+    if (message.starts_with("[json.exception.")) message.remove_prefix(message.find("] ") + 2);
+    error_ = "not valid JSON: " + std::string(message);
     return false;
   }
 
  private:
   bool count_value() {
     if (++values_ <= kMaxJsonValues) return true;
-    error_ = "more than " + std::to_string(kMaxJsonValues) + " values";
+    error_ = "more than " + std::to_string(kMaxJsonValues) + " JSON values";
     return false;
   }
 
@@ -406,12 +409,7 @@ void parse_document(const std::string& text, TuningFileContents& contents) {
   if (text.find_first_not_of(" \t\r\n") == std::string::npos) return reject("the file is empty");
   json document;
   BoundedJsonBuilder builder(document);
-  if (!json::sax_parse(text, &builder)) {
-    std::string_view error = builder.error();
-    // nlohmann prefixes "[json.exception.parse_error.101] ", which means nothing to users.
-    if (error.starts_with("[json.exception.")) error.remove_prefix(error.find("] ") + 2);
-    return reject("not valid JSON: " + printable(error));
-  }
+  if (!json::sax_parse(text, &builder)) return reject(printable(builder.error()));
   if (auto problem = document_problem(document)) return reject(*std::move(problem));
 
   // Key -> (position in contents.entries, index in the file) to resolve repeated keys.

@@ -59,14 +59,16 @@ concept Operand = is_value_v<T> || std::is_arithmetic_v<std::remove_cvref_t<T>>;
 
 namespace detail {
 
+template <class T> struct tag_of { using type = void; };
+template <class P, Shape S> struct tag_of<Value<P, S>> { using type = P; };
+
 // The program tag of the DSL operands among Ts (all must agree).
 template <class... Ts> struct common_program;
 template <> struct common_program<> { using type = void; };
 template <class T, class... Rest>
 struct common_program<T, Rest...> {
   using rest = typename common_program<Rest...>::type;
-  using self = std::conditional_t<is_value_v<T>, typename std::remove_cvref_t<T>::program_tag,
-                                  void>;
+  using self = typename tag_of<std::remove_cvref_t<T>>::type;
   static constexpr bool conflict =
       !std::is_void_v<self> && !std::is_void_v<rest> && !std::is_same_v<self, rest>;
   using type = std::conditional_t<std::is_void_v<self>, rest, self>;

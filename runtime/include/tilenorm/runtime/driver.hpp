@@ -58,6 +58,7 @@ class CudaError : public Error {
   X(cuMemcpyHtoD)                       \
   X(cuMemcpyDtoH)                       \
   X(cuMemcpyDtoD)                       \
+  X(cuMemcpyDtoDAsync)                  \
   X(cuMemsetD8)                         \
   X(cuMemsetD8Async)                    \
   X(cuMemcpyHtoDAsync)                  \

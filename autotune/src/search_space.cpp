@@ -1,0 +1,234 @@
+#include "tilenorm/autotune/search_space.hpp"
+
+#include <boost/hana.hpp>
+#include <optional>
+
+#include "tilenorm/dsl/error.hpp"
+
+namespace tilenorm {
+namespace {
+
+namespace hana = boost::hana;
+
+// Pruning thresholds; docs/autotuning.md explains each one.
+constexpr std::int64_t kMinBlockThreads = 64;
+constexpr std::int64_t kCoalescedBytes = 128;  // one L2 cache line
+constexpr std::int64_t kMaxElementsPerThread = 64;
+constexpr int kSerialExemptThreadsPerRow = 256;
+constexpr std::int64_t kMaxStackedBlockThreads = 256;
+constexpr std::int64_t kRegisterDominanceValues = 32;
+
+std::vector<int> powers_of_two(int first, int last) {
+  std::vector<int> values;
+  for (int v = first; v <= last; v *= 2) values.push_back(v);
+  return values;
+}
+
+std::vector<int> domain_for_field(const std::string& field, DType io_dtype, DType param_dtype) {
+  if (field == "threads_per_row") return powers_of_two(1, 1024);
+  if (field == "rows_per_cta") return powers_of_two(1, 64);
+  if (field == "vec") return powers_of_two(1, widest_vec(io_dtype, param_dtype));
+  if (field == "row_storage") {
+    return {static_cast<int>(RowStorage::registers), static_cast<int>(RowStorage::shared),
+            static_cast<int>(RowStorage::global)};
+  }
+  throw Error("KernelConfig field '" + field +
+              "' has no autotuning domain: add one to domain_for_field() in "
+              "autotune/src/search_space.cpp");
+}
+
+// Every combination of the domains' values, the last field varying fastest.
+template <class Struct>
+std::vector<Struct> cartesian_product(const std::vector<FieldDomain>& domains) {
+  for (const auto& domain : domains) {
+    if (domain.values.empty()) return {};
+  }
+  std::vector<std::size_t> index(domains.size(), 0);
+  std::vector<Struct> product;
+  for (;;) {
+    Struct value{};
+    std::size_t field = 0;
+    hana::for_each(hana::accessors<Struct>(), [&](auto accessor) {
+      hana::second(accessor)(value) = domains[field].values[index[field]];
+      ++field;
+    });
+    product.push_back(value);
+    std::size_t digit = domains.size();
+    while (digit > 0 && ++index[digit - 1] == domains[digit - 1].values.size()) {
+      index[digit - 1] = 0;
+      --digit;
+    }
+    if (digit == 0) return product;
+  }
+}
+
+struct Context {
+  const LoweredProgram& program;
+  DType io_dtype;
+  DType param_dtype;
+  std::int64_t n;
+  DeviceLimits limits;
+  int aligned_vec;
+};
+
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+
+std::optional<PrunedCandidate> prune(const Context& context, const KernelConfig& config) {
+  auto pruned = [&](PruneRule rule, std::string reason) {
+    return std::optional<PrunedCandidate>(PrunedCandidate{config, rule, std::move(reason)});
+  };
+  const KernelSpec spec{context.io_dtype, context.param_dtype, context.n, config};
+  if (auto problem = config_problem(context.program, spec)) {
+    return pruned(PruneRule::invalid_config, *problem);
+  }
+  const std::size_t shared_bytes = dynamic_shared_memory_bytes(context.program, spec);
+  if (shared_bytes > context.limits.shared_memory_per_block) {
+    return pruned(PruneRule::shared_memory,
+                  "needs " + std::to_string(shared_bytes) +
+                      " bytes of dynamic shared memory; the device allows " +
+                      std::to_string(context.limits.shared_memory_per_block));
+  }
+  const std::string n_text = std::to_string(context.n);
+  if (config.vec > context.aligned_vec) {
+    return pruned(PruneRule::misaligned_vec,
+                  "contiguous rows of N=" + n_text + " elements allow vec <= " +
+                      std::to_string(context.aligned_vec) + ", not " + std::to_string(config.vec));
+  }
+  if (config.vec < context.aligned_vec) {
+    return pruned(PruneRule::narrower_vec,
+                  "vec " + std::to_string(config.vec) + " is narrower than the widest usable vec " +
+                      std::to_string(context.aligned_vec) +
+                      " (the runtime narrows vec itself for misaligned pointers)");
+  }
+  const std::int64_t threads = std::int64_t{config.threads_per_row} * config.rows_per_cta;
+  if (threads < kMinBlockThreads) {
+    return pruned(PruneRule::small_block,
+                  std::to_string(threads) +
+                      " threads per CTA: below 64, the 32-CTAs-per-SM limit caps occupancy");
+  }
+  // No exception is needed for tiny rows: rows_per_cta reaches 64, so even one thread per row
+  // still fills a 64-thread CTA.
+  const std::int64_t vectors_per_row = ceil_div(context.n, config.vec);
+  if (config.threads_per_row > 2 * vectors_per_row) {
+    return pruned(PruneRule::idle_threads,
+                  std::to_string(config.threads_per_row - vectors_per_row) + " of " +
+                      std::to_string(config.threads_per_row) +
+                      " threads per row idle (the row has " + std::to_string(vectors_per_row) +
+                      " vectors)");
+  }
+  const std::int64_t element_bytes = static_cast<std::int64_t>(dtype_size(context.io_dtype));
+  const std::int64_t bytes_per_step = std::int64_t{config.threads_per_row} * config.vec * element_bytes;
+  if (bytes_per_step < kCoalescedBytes && bytes_per_step < context.n * element_bytes) {
+    return pruned(PruneRule::uncoalesced,
+                  "a row's " + std::to_string(config.threads_per_row) + " threads read " +
+                      std::to_string(bytes_per_step) +
+                      " contiguous bytes per step, less than a 128-byte line");
+  }
+  const std::int64_t vectors_per_thread = ceil_div(vectors_per_row, config.threads_per_row);
+  const std::int64_t elements_per_thread = vectors_per_thread * config.vec;
+  if (elements_per_thread > kMaxElementsPerThread &&
+      config.threads_per_row < kSerialExemptThreadsPerRow) {
+    return pruned(PruneRule::serial_row,
+                  "each thread walks " + std::to_string(elements_per_thread) +
+                      " elements of its row serially (limit 64 below 256 threads per row)");
+  }
+  if (config.rows_per_cta > 1 && threads > kMaxStackedBlockThreads) {
+    return pruned(PruneRule::stacked_rows,
+                  "stacks " + std::to_string(config.rows_per_cta) + " rows into a " +
+                      std::to_string(threads) +
+                      "-thread CTA; past 256 threads more rows per CTA only coarsen scheduling");
+  }
+  if (static_cast<RowStorage>(config.row_storage) != RowStorage::registers) {
+    KernelSpec in_registers = spec;
+    in_registers.config.row_storage = static_cast<int>(RowStorage::registers);
+    const std::int64_t values = vectors_per_thread * config.vec *
+                                static_cast<std::int64_t>(context.program.program.row_inputs.size());
+    if (values <= kRegisterDominanceValues && !config_problem(context.program, in_registers)) {
+      return pruned(PruneRule::dominated_storage,
+                    "the row fits registers with " + std::to_string(values) +
+                        " values per thread, which beats " +
+                        std::string(row_storage_name(static_cast<RowStorage>(config.row_storage))) +
+                        " storage");
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::string_view prune_rule_name(PruneRule rule) {
+  switch (rule) {
+    case PruneRule::invalid_config: return "invalid config";
+    case PruneRule::shared_memory: return "shared memory over limit";
+    case PruneRule::misaligned_vec: return "vec misaligned for N";
+    case PruneRule::narrower_vec: return "narrower vec";
+    case PruneRule::small_block: return "CTA under 64 threads";
+    case PruneRule::idle_threads: return "idle threads";
+    case PruneRule::uncoalesced: return "uncoalesced";
+    case PruneRule::serial_row: return "serial row walk";
+    case PruneRule::stacked_rows: return "rows stacked past 256 threads";
+    case PruneRule::dominated_storage: return "dominated storage";
+  }
+  return "?";
+}
+
+std::vector<FieldDomain> search_domains(DType io_dtype, DType param_dtype) {
+  std::vector<FieldDomain> domains;
+  hana::for_each(hana::accessors<KernelConfig>(), [&](auto accessor) {
+    std::string field = hana::to<const char*>(hana::first(accessor));
+    std::vector<int> values = domain_for_field(field, io_dtype, param_dtype);
+    domains.push_back({std::move(field), std::move(values)});
+  });
+  return domains;
+}
+
+int widest_row_aligned_vec(DType io_dtype, DType param_dtype, std::int64_t n) {
+  int vec = widest_vec(io_dtype, param_dtype);
+  while (vec > 1 && n % vec != 0) vec /= 2;
+  return vec;
+}
+
+SearchSpace explore_search_space(const LoweredProgram& program, DType io_dtype, DType param_dtype,
+                                 std::int64_t n, const DeviceLimits& limits) {
+  if (n < 1) throw Error("search space: N must be at least 1, got " + std::to_string(n));
+  const Context context{program, io_dtype, param_dtype, n, limits,
+                        widest_row_aligned_vec(io_dtype, param_dtype, n)};
+  SearchSpace space;
+  for (const KernelConfig& config :
+       cartesian_product<KernelConfig>(search_domains(io_dtype, param_dtype))) {
+    if (auto pruned = prune(context, config)) {
+      space.pruned.push_back(std::move(*pruned));
+    } else {
+      const KernelSpec spec{io_dtype, param_dtype, n, config};
+      space.candidates.push_back({config, dynamic_shared_memory_bytes(program, spec)});
+    }
+  }
+  return space;
+}
+
+std::vector<Candidate> build_search_space(const LoweredProgram& program, DType io_dtype,
+                                          DType param_dtype, std::int64_t n,
+                                          const DeviceLimits& limits) {
+  return explore_search_space(program, io_dtype, param_dtype, n, limits).candidates;
+}
+
+std::string short_config(const KernelConfig& config) {
+  std::string text;
+  hana::for_each(hana::accessors<KernelConfig>(), [&](auto accessor) {
+    const std::string field = hana::to<const char*>(hana::first(accessor));
+    const int value = hana::second(accessor)(config);
+    if (!text.empty()) text += ' ';
+    if (field == "row_storage") {
+      text += row_storage_name(static_cast<RowStorage>(value));
+      return;
+    }
+    std::string initials;
+    for (std::size_t i = 0; i < field.size(); ++i) {
+      if (i == 0 || field[i - 1] == '_') initials += field[i];
+    }
+    text += (initials.size() > 1 ? initials : field) + "=" + std::to_string(value);
+  });
+  return text;
+}
+
+}  // namespace tilenorm

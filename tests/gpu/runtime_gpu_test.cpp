@@ -1,0 +1,203 @@
+// Launch-path behaviour on a real GPU: argument validation (nothing launched, nothing
+// written), M = 0, CUDA graph capture, the disk cache's warm start, and tuned configurations.
+#include <doctest/doctest.h>
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "tilenorm/autotune/tuning_db_writer.hpp"
+#include "tilenorm/dsl/reflect.hpp"
+#include "tilenorm/kernels/norms.hpp"
+#include "tilenorm/kernels/programs.hpp"
+#include "tilenorm/runtime/check.hpp"
+#include "tilenorm/runtime/driver.hpp"
+
+namespace {
+
+using tilenorm::DType;
+namespace driver = tilenorm::driver;
+
+// Device buffers for one rms_norm launch of [rows, cols] bf16, outputs poisoned.
+struct RmsBuffers {
+  std::int64_t rows, cols;
+  driver::DeviceBuffer x, w, y, rstd;
+  RmsBuffers(std::int64_t r, std::int64_t c)
+      : rows(r), cols(c), x(r * c * 2 + 64), w(c * 2 + 64), y(r * c * 2 + 64), rstd(r * 4 + 64) {
+    const auto xs = tilenorm::encode(tilenorm::random_values(r * c, 5, -2, 2, DType::bf16), DType::bf16);
+    const auto ws = tilenorm::encode(tilenorm::random_values(c, 6, -1, 1, DType::bf16), DType::bf16);
+    x.upload(xs.data(), xs.size());
+    w.upload(ws.data(), ws.size());
+    y.fill_bytes(0xFF);
+    rstd.fill_bytes(0xFF);
+  }
+  void* at(const driver::DeviceBuffer& b, std::size_t byte_offset = 0) const {
+    return reinterpret_cast<std::byte*>(b.get()) + byte_offset;
+  }
+  tilenorm::TensorView x_view() const { return tilenorm::TensorView::contiguous(at(x), DType::bf16, rows, cols); }
+  tilenorm::TensorView y_view() const { return tilenorm::TensorView::contiguous(at(y), DType::bf16, rows, cols); }
+  tilenorm::ColumnView w_view() const { return {at(w), DType::bf16, cols}; }
+  bool y_untouched() const {
+    std::vector<unsigned char> bytes(y.bytes());
+    y.download(bytes.data(), bytes.size());
+    for (unsigned char b : bytes) {
+      if (b != 0xFF) return false;
+    }
+    return true;
+  }
+};
+
+tilenorm::Runtime& runtime() {
+  static tilenorm::Runtime rt(tilenorm::RuntimeOptions{.device = 0, .use_tuning_database = false});
+  return rt;
+}
+
+void expect_rejected(const RmsBuffers& b, const tilenorm::TensorView& x, const tilenorm::TensorView& y,
+                     const std::optional<tilenorm::ColumnView>& w, const std::string& message) {
+  CAPTURE(message);
+  CHECK_THROWS_WITH_AS(tilenorm::rms_norm(runtime(), x, w, y, 1e-5f, nullptr),
+                       doctest::Contains(message.c_str()), tilenorm::Error);
+  driver::check(driver::api().cuCtxSynchronize(), "synchronize");
+  CHECK(b.y_untouched());
+}
+
+}  // namespace
+
+TEST_CASE("bad launch arguments are rejected by name and nothing is written") {
+  driver::ScopedContext scope(driver::primary_context(0));
+  RmsBuffers b(64, 256);
+  auto x = b.x_view();
+  auto y = b.y_view();
+  auto w = b.w_view();
+
+  auto null_x = x;
+  null_x.data = nullptr;
+  expect_rejected(b, null_x, y, w, "rms_norm: row input 'x' is a null pointer");
+
+  auto odd_x = x;
+  odd_x.data = b.at(b.x, 1);
+  expect_rejected(b, odd_x, y, w, "row input 'x' is misaligned: its address must be a multiple of 2 bytes");
+
+  auto fp32_y = y;
+  fp32_y.dtype = DType::f32;
+  expect_rejected(b, x, fp32_y, w, "row output 'y' has dtype fp32 but the row tensors are bf16");
+
+  auto narrow_stride = x;
+  narrow_stride.row_stride = 100;
+  expect_rejected(b, narrow_stride, y, w, "row input 'x' has row_stride 100 < cols 256");
+
+  auto negative = x;
+  negative.rows = -1;
+  expect_rejected(b, negative, y, w, "row input 'x' has negative rows (-1)");
+
+  auto other_shape = y;
+  other_shape.rows = 32;
+  expect_rejected(b, x, other_shape, w, "row output 'y' is [32, 256] but 'x' is [64, 256]");
+
+  auto short_w = w;
+  short_w.size = 255;
+  expect_rejected(b, x, y, short_w, "column 'weight' has size 255 but the rows have 256 columns");
+
+  auto null_w = w;
+  null_w.data = nullptr;
+  expect_rejected(b, x, y, null_w, "column 'weight' is a null pointer");
+
+  CHECK_THROWS_WITH_AS(
+      tilenorm::layer_norm(runtime(), x, std::nullopt, tilenorm::ColumnView{b.at(b.w), DType::bf16, 256}, y, 1e-5f, nullptr),
+      "layer_norm: a bias needs a weight (pass both, the weight alone, or neither)", tilenorm::Error);
+  CHECK(b.y_untouched());
+}
+
+TEST_CASE("M = 0 is a no-op, even with null pointers") {
+  const tilenorm::TensorView empty{nullptr, DType::bf16, 0, 4096, 4096};
+  CHECK_NOTHROW(tilenorm::rms_norm(runtime(), empty, tilenorm::ColumnView{nullptr, DType::bf16, 4096}, empty, 1e-5f, nullptr));
+}
+
+TEST_CASE("a launch captured into a CUDA graph replays correctly") {
+  driver::ScopedContext scope(driver::primary_context(0));
+  RmsBuffers b(512, 4096);
+  driver::Stream stream;
+  // Load the kernel outside the capture (the first launch compiles).
+  tilenorm::rms_norm(runtime(), b.x_view(), b.w_view(), b.y_view(), 1e-5f, reinterpret_cast<tilenorm::Stream>(stream.get()));
+  stream.synchronize();
+  b.y.fill_bytes(0xFF);
+
+  CUgraph graph = nullptr;
+  CUgraphExec exec = nullptr;
+  driver::check(driver::api().cuStreamBeginCapture(stream.get(), CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), "begin capture");
+  tilenorm::rms_norm(runtime(), b.x_view(), b.w_view(), b.y_view(), 1e-5f, reinterpret_cast<tilenorm::Stream>(stream.get()),
+                     {reinterpret_cast<float*>(b.rstd.get()), b.rows});
+  driver::check(driver::api().cuStreamEndCapture(stream.get(), &graph), "end capture");
+  CHECK(b.y_untouched());  // capturing ran nothing
+  driver::check(driver::api().cuGraphInstantiate(&exec, graph, 0), "instantiate");
+  driver::check(driver::api().cuGraphLaunch(exec, stream.get()), "graph launch");
+  stream.synchronize();
+  CHECK_FALSE(b.y_untouched());
+
+  // Compare the replayed output with a direct launch on fresh buffers of the same input.
+  std::vector<std::uint16_t> replayed(b.rows * b.cols), direct(b.rows * b.cols);
+  b.y.download(replayed.data(), replayed.size() * 2);
+  b.y.fill_bytes(0xFF);
+  tilenorm::rms_norm(runtime(), b.x_view(), b.w_view(), b.y_view(), 1e-5f, reinterpret_cast<tilenorm::Stream>(stream.get()));
+  stream.synchronize();
+  b.y.download(direct.data(), direct.size() * 2);
+  CHECK(replayed == direct);
+  driver::api().cuGraphExecDestroy(exec);
+  driver::api().cuGraphDestroy(graph);
+}
+
+TEST_CASE("a fresh runtime loads kernels from the disk cache without NVRTC") {
+  const auto program = tilenorm::kernels::builtin_program("layer_norm");
+  const tilenorm::CheckOptions options{.io_dtype = DType::bf16, .param_dtype = DType::bf16, .rows = 8, .cols = 3072, .seed = 17};
+  {
+    tilenorm::Runtime first(tilenorm::RuntimeOptions{.device = 0, .use_tuning_database = false});
+    CHECK(tilenorm::check_against_interpreter(first.load(program), options).ok());
+    CHECK(first.statistics().kernels_loaded == 1);
+  }
+  tilenorm::Runtime second(tilenorm::RuntimeOptions{.device = 0, .use_tuning_database = false});
+  CHECK(tilenorm::check_against_interpreter(second.load(program), options).ok());
+  CHECK(second.statistics().kernels_loaded == 1);
+  CHECK(second.statistics().nvrtc_compiles == 0);
+}
+
+TEST_CASE("the runtime uses tuned configurations: exact, nearest M bucket, then the heuristic") {
+  const auto dir = std::filesystem::temp_directory_path() / ("tilenorm-gpu-db-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const auto db = dir / "tuning.json";
+  ::setenv("TILENORM_TUNING_DB", db.c_str(), 1);
+
+  tilenorm::Runtime probe(tilenorm::RuntimeOptions{.device = 0, .use_tuning_database = false});
+  const tilenorm::Norm probe_norm = probe.load(tilenorm::kernels::builtin_program("rms_norm"));
+  const tilenorm::KernelConfig tuned{64, 4, 4, static_cast<int>(tilenorm::RowStorage::registers)};
+  tilenorm::TuningEntry entry;
+  entry.key = probe_norm.tuning_key(DType::bf16, DType::bf16, 2048, 4096);
+  entry.config = tilenorm::reflect::to_json(tuned);
+  entry.median_us = 10;
+  entry.tbps = 3;
+  entry.date = tilenorm::utc_date_time_now();
+  tilenorm::upsert_entries(db, {entry});
+
+  tilenorm::Runtime rt;  // reads TILENORM_TUNING_DB
+  const tilenorm::Norm norm = rt.load(tilenorm::kernels::builtin_program("rms_norm"));
+  auto resolve_for = [&](std::int64_t rows, std::int64_t cols) {
+    return tilenorm::check_against_interpreter(
+        norm, {.io_dtype = DType::bf16, .param_dtype = DType::bf16, .rows = rows, .cols = cols, .seed = 3});
+  };
+  const auto exact = resolve_for(4096, 2048);
+  CHECK(exact.ok());
+  CHECK(exact.used.source == tilenorm::ConfigSource::tuned_exact);
+  CHECK(exact.used.config == tuned);
+  const auto nearest = resolve_for(100, 2048);
+  CHECK(nearest.ok());
+  CHECK(nearest.used.source == tilenorm::ConfigSource::tuned_nearest_m);
+  CHECK(nearest.used.config == tuned);
+  const auto untuned = resolve_for(100, 2304);
+  CHECK(untuned.ok());
+  CHECK(untuned.used.source == tilenorm::ConfigSource::heuristic);
+
+  ::unsetenv("TILENORM_TUNING_DB");
+  std::filesystem::remove_all(dir);
+}
