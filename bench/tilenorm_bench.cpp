@@ -2,7 +2,6 @@
 // device-to-device copy bandwidth measured in the same run (bench/README.md).
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
 #include <fstream>
 #include <iomanip>
 #include <iostream>
@@ -362,8 +361,9 @@ void print_row(const ShapeResult& row, const CopyCeiling& ceiling) {
               << tilenorm::config_source_name(row.resolved->source) << ")";
   }
   std::cout << std::endl;
-  if (!row.error.empty())
+  if (!row.error.empty()) {
     std::cerr << "tilenorm-bench: " << row.op << " N=" << row.n << ": " << row.error << "\n";
+  }
 }
 
 nlohmann::json to_json(const ShapeResult& row, const CopyCeiling& ceiling) {
