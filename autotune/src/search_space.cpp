@@ -71,7 +71,9 @@ struct Context {
   int aligned_vec;
 };
 
-std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) {
+  return (a + b - 1) / b;
+}
 
 std::optional<PrunedCandidate> prune(const Context& context, const KernelConfig& config) {
   auto pruned = [&](PruneRule rule, std::string reason) {
@@ -117,7 +119,8 @@ std::optional<PrunedCandidate> prune(const Context& context, const KernelConfig&
                       " vectors)");
   }
   const std::int64_t element_bytes = static_cast<std::int64_t>(dtype_size(context.io_dtype));
-  const std::int64_t bytes_per_step = std::int64_t{config.threads_per_row} * config.vec * element_bytes;
+  const std::int64_t bytes_per_step =
+      std::int64_t{config.threads_per_row} * config.vec * element_bytes;
   if (bytes_per_step < kCoalescedBytes && bytes_per_step < context.n * element_bytes) {
     return pruned(PruneRule::uncoalesced,
                   "a row's " + std::to_string(config.threads_per_row) + " threads read " +
@@ -141,8 +144,9 @@ std::optional<PrunedCandidate> prune(const Context& context, const KernelConfig&
   if (static_cast<RowStorage>(config.row_storage) != RowStorage::registers) {
     KernelSpec in_registers = spec;
     in_registers.config.row_storage = static_cast<int>(RowStorage::registers);
-    const std::int64_t values = vectors_per_thread * config.vec *
-                                static_cast<std::int64_t>(context.program.program.row_inputs.size());
+    const std::int64_t values =
+        vectors_per_thread * config.vec *
+        static_cast<std::int64_t>(context.program.program.row_inputs.size());
     if (values <= kRegisterDominanceValues && !config_problem(context.program, in_registers)) {
       return pruned(PruneRule::dominated_storage,
                     "the row fits registers with " + std::to_string(values) +
@@ -158,16 +162,26 @@ std::optional<PrunedCandidate> prune(const Context& context, const KernelConfig&
 
 std::string_view prune_rule_name(PruneRule rule) {
   switch (rule) {
-    case PruneRule::invalid_config: return "invalid config";
-    case PruneRule::shared_memory: return "shared memory over limit";
-    case PruneRule::misaligned_vec: return "vec misaligned for N";
-    case PruneRule::narrower_vec: return "narrower vec";
-    case PruneRule::small_block: return "CTA under 64 threads";
-    case PruneRule::idle_threads: return "idle threads";
-    case PruneRule::uncoalesced: return "uncoalesced";
-    case PruneRule::serial_row: return "serial row walk";
-    case PruneRule::stacked_rows: return "rows stacked past 256 threads";
-    case PruneRule::dominated_storage: return "dominated storage";
+    case PruneRule::invalid_config:
+      return "invalid config";
+    case PruneRule::shared_memory:
+      return "shared memory over limit";
+    case PruneRule::misaligned_vec:
+      return "vec misaligned for N";
+    case PruneRule::narrower_vec:
+      return "narrower vec";
+    case PruneRule::small_block:
+      return "CTA under 64 threads";
+    case PruneRule::idle_threads:
+      return "idle threads";
+    case PruneRule::uncoalesced:
+      return "uncoalesced";
+    case PruneRule::serial_row:
+      return "serial row walk";
+    case PruneRule::stacked_rows:
+      return "rows stacked past 256 threads";
+    case PruneRule::dominated_storage:
+      return "dominated storage";
   }
   return "?";
 }
@@ -191,8 +205,8 @@ int widest_row_aligned_vec(DType io_dtype, DType param_dtype, std::int64_t n) {
 SearchSpace explore_search_space(const LoweredProgram& program, DType io_dtype, DType param_dtype,
                                  std::int64_t n, const DeviceLimits& limits) {
   if (n < 1) throw Error("search space: N must be at least 1, got " + std::to_string(n));
-  const Context context{program, io_dtype, param_dtype, n, limits,
-                        widest_row_aligned_vec(io_dtype, param_dtype, n)};
+  const Context context{program, io_dtype, param_dtype,
+                        n,       limits,   widest_row_aligned_vec(io_dtype, param_dtype, n)};
   SearchSpace space;
   for (const KernelConfig& config :
        cartesian_product<KernelConfig>(search_domains(io_dtype, param_dtype))) {

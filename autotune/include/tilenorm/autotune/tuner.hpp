@@ -72,7 +72,7 @@ struct TuneOptions {
   int warmup_launches = 3;
   int repeats = 15;  // first round, per candidate
   int finalists = 3;
-  int final_repeats = 50;  // per finalist and for the heuristic configuration
+  int final_repeats = 50;        // per finalist and for the heuristic configuration
   unsigned compile_threads = 0;  // 0: std::thread::hardware_concurrency()
   // Called after each step, possibly from compile worker threads, never concurrently.
   std::function<void(const TuneProgress&)> on_progress;

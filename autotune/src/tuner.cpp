@@ -1,0 +1,553 @@
+#include "tilenorm/autotune/tuner.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include "tilenorm/autotune/search_space.hpp"
+#include "tilenorm/autotune/tuning_db_writer.hpp"
+#include "tilenorm/dsl/error.hpp"
+#include "tilenorm/dsl/reflect.hpp"
+#include "tilenorm/runtime/check.hpp"
+#include "tilenorm/runtime/driver.hpp"
+#include "tilenorm/runtime/heuristics.hpp"
+#include "tilenorm/runtime/runtime.hpp"
+
+namespace tilenorm {
+namespace {
+
+constexpr std::size_t kCopyBytes = std::size_t{1} << 30;
+constexpr int kCopyRepeats = 10;
+constexpr std::int64_t kBandwidthElements = std::int64_t{1} << 26;
+constexpr std::int64_t kSmallBatchRows = 256;
+constexpr std::int64_t kCheckReferenceRows = 16;
+constexpr std::size_t kBufferAlignment = 256;
+constexpr unsigned char kInputFill = 0x3C;  // a small finite value in fp32, fp16 and bf16
+constexpr int kFinalRounds = 5;  // finalists are timed interleaved, so drift hits all alike
+// A memset this large keeps the GPU busy (~0.3 ms) while the host enqueues a batch of timed
+// launches, so host-side launch overhead never shows up between a batch's events.
+constexpr std::size_t kQueueBlockerBytes = std::size_t{1} << 30;
+
+// After a kernel fault the context is unusable and every later call fails: stop the sweep.
+class ContextLost : public Error {
+ public:
+  using Error::Error;
+};
+
+void ensure_context_usable(const std::string& after) {
+  try {
+    driver::check(driver::api().cuCtxSynchronize(), "cuCtxSynchronize");
+  } catch (const driver::CudaError& e) {
+    throw ContextLost("the CUDA context is unusable after " + after + " (" + e.what() +
+                      "); rerun the shapes that did not finish in a new process");
+  }
+}
+
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const std::size_t middle = values.size() / 2;
+  return values.size() % 2 ? values[middle] : (values[middle - 1] + values[middle]) / 2;
+}
+
+std::string first_line(const std::string& text) {
+  return text.substr(0, text.find('\n'));
+}
+
+std::string shape_name(const TuneShape& shape) {
+  return shape.kernel + " " + tuning_dtype_key(shape.io_dtype, shape.param_dtype) +
+         " N=" + std::to_string(shape.n);
+}
+
+std::size_t round_up(std::size_t bytes) {
+  return (bytes + kBufferAlignment - 1) / kBufferAlignment * kBufferAlignment;
+}
+
+class Progress {
+ public:
+  Progress(const std::function<void(const TuneProgress&)>& callback, std::size_t total)
+      : callback_(callback), total_(total) {}
+
+  void step(const std::string& stage) { advance_to(std::nullopt, stage); }
+  // Skips units that a failure left undone, so the total stays exact.
+  void finish(std::size_t done, const std::string& stage) { advance_to(done, stage); }
+
+ private:
+  void advance_to(std::optional<std::size_t> done, const std::string& stage) {
+    std::lock_guard lock(mutex_);
+    done_ = done ? std::max(done_, *done) : done_ + 1;
+    if (callback_) callback_({std::min(done_, total_), total_, stage});
+  }
+
+  const std::function<void(const TuneProgress&)>& callback_;
+  std::size_t total_;
+  std::size_t done_ = 0;
+  std::mutex mutex_;
+};
+
+// Row tensors (and statistics) for several launches, together larger than twice the L2, so each
+// timed launch reads inputs the previous launches did not leave in the cache.
+class BufferSets {
+ public:
+  BufferSets(const ir::Program& program, const TuneShape& shape, std::int64_t rows,
+             std::size_t l2_bytes) {
+    const auto m = static_cast<std::size_t>(rows);
+    const std::size_t tensor_bytes =
+        round_up(m * static_cast<std::size_t>(shape.n) * dtype_size(shape.io_dtype));
+    const std::size_t stat_bytes = round_up(m * sizeof(float));
+    const std::size_t row_tensors = program.row_inputs.size() + program.row_outputs.size();
+    const std::size_t set_bytes =
+        row_tensors * tensor_bytes + program.row_stats.size() * stat_bytes;
+    const std::size_t count =
+        std::max<std::size_t>(2, 2 * l2_bytes / (row_tensors * tensor_bytes) + 2);
+    std::size_t free_bytes = 0, total_bytes = 0;
+    driver::check(driver::api().cuMemGetInfo(&free_bytes, &total_bytes), "cuMemGetInfo");
+    if (count * set_bytes > free_bytes) {
+      throw Error("timing " + shape_name(shape) + " M=" + std::to_string(rows) + " needs " +
+                  std::to_string(count * set_bytes) + " bytes of device memory (" +
+                  std::to_string(count) + " buffer sets); only " + std::to_string(free_bytes) +
+                  " are free");
+    }
+    slab_ = driver::DeviceBuffer(count * set_bytes);
+    slab_.fill_bytes(kInputFill);
+    auto* base = reinterpret_cast<std::byte*>(slab_.get());
+    for (std::size_t s = 0; s < count; ++s) {
+      std::byte* next = base + s * set_bytes;
+      auto carve = [&next](std::size_t bytes) {
+        std::byte* start = next;
+        next += bytes;
+        return start;
+      };
+      Set set;
+      for (std::size_t i = 0; i < program.row_inputs.size(); ++i) {
+        set.inputs.push_back(
+            TensorView::contiguous(carve(tensor_bytes), shape.io_dtype, rows, shape.n));
+      }
+      for (std::size_t i = 0; i < program.row_outputs.size(); ++i) {
+        set.outputs.push_back(
+            TensorView::contiguous(carve(tensor_bytes), shape.io_dtype, rows, shape.n));
+      }
+      for (std::size_t i = 0; i < program.row_stats.size(); ++i) {
+        set.stats.push_back({reinterpret_cast<float*>(carve(stat_bytes)), rows});
+      }
+      sets_.push_back(std::move(set));
+    }
+    // Parameters are shared by every set: a real model reuses its weights too.
+    for (std::size_t i = 0; i < program.columns.size(); ++i) {
+      column_buffers_.emplace_back(static_cast<std::size_t>(shape.n) *
+                                   dtype_size(shape.param_dtype));
+      column_buffers_.back().fill_bytes(kInputFill);
+      columns_.push_back(
+          {reinterpret_cast<void*>(column_buffers_.back().get()), shape.param_dtype, shape.n});
+    }
+    scalars_.assign(program.scalars.size(), 1e-5f);
+    // The fills ran on the legacy stream, which the timing stream does not wait for.
+    driver::check(driver::api().cuCtxSynchronize(), "cuCtxSynchronize after filling the buffers");
+  }
+
+  std::size_t count() const { return sets_.size(); }
+
+  KernelArgs args(std::size_t index) const {
+    const Set& set = sets_[index];
+    return {set.inputs, set.outputs, columns_, set.stats, scalars_};
+  }
+
+ private:
+  struct Set {
+    std::vector<TensorView> inputs;
+    std::vector<TensorView> outputs;
+    std::vector<RowStatView> stats;
+  };
+  driver::DeviceBuffer slab_;
+  std::vector<driver::DeviceBuffer> column_buffers_;
+  std::vector<ColumnView> columns_;
+  std::vector<float> scalars_;
+  std::vector<Set> sets_;
+};
+
+// Times launches through Norm::launch, the path users take, rotating over the buffer sets.
+class Timer {
+ public:
+  Timer(const Norm& norm, const BufferSets& sets, const driver::DeviceBuffer& queue_blocker)
+      : norm_(norm), sets_(sets), queue_blocker_(queue_blocker) {}
+
+  // Appends the time of each of `count` launches (µs), after `warmup` untimed ones.
+  void time(const KernelConfig& config, int warmup, int count, std::vector<double>& samples_us) {
+    for (int i = 0; i < warmup; ++i) launch(config);
+    std::vector<driver::Event> starts(static_cast<std::size_t>(count));
+    std::vector<driver::Event> ends(static_cast<std::size_t>(count));
+    driver::check(driver::api().cuMemsetD8Async(queue_blocker_.get(), 0, queue_blocker_.bytes(),
+                                                stream_.get()),
+                  "cuMemsetD8Async (queue blocker)");
+    for (int i = 0; i < count; ++i) {
+      starts[i].record(stream_.get());
+      launch(config);
+      ends[i].record(stream_.get());
+    }
+    stream_.synchronize();
+    for (int i = 0; i < count; ++i) {
+      samples_us.push_back(1000.0 * driver::Event::elapsed_ms(starts[i], ends[i]));
+    }
+  }
+
+ private:
+  void launch(const KernelConfig& config) {
+    norm_.launch(sets_.args(next_set_), stream_.get(), config);
+    next_set_ = (next_set_ + 1) % sets_.count();
+  }
+
+  const Norm& norm_;
+  const BufferSets& sets_;
+  const driver::DeviceBuffer& queue_blocker_;
+  driver::Stream stream_;
+  std::size_t next_set_ = 0;
+};
+
+std::optional<std::string> compile_problem(const LoweredProgram& program, const KernelSpec& spec,
+                                           const std::string& arch) {
+  try {
+    const BuiltKernel built = build_kernel(program, spec, arch);
+    if (built.spill_bytes > 0) {
+      return "spills " + std::to_string(built.spill_bytes) + " bytes to local memory (" +
+             std::to_string(built.registers) + " registers)";
+    }
+    return std::nullopt;
+  } catch (const std::exception& e) {
+    return "does not compile: " + first_line(e.what());
+  }
+}
+
+// Compiles every configuration through the disk cache on a thread pool (NVRTC is thread-safe),
+// so the launches that follow load CUBINs instead of compiling one at a time.
+std::vector<std::optional<std::string>> compile_all(const LoweredProgram& program,
+                                                    const TuneShape& shape,
+                                                    const std::vector<KernelConfig>& configs,
+                                                    const std::string& arch, unsigned threads,
+                                                    Progress& progress) {
+  std::vector<std::optional<std::string>> problems(configs.size());
+  const std::string stage = "compiling " + shape_name(shape);
+  std::atomic<std::size_t> next{0};
+  auto work = [&] {
+    for (std::size_t i = next++; i < configs.size(); i = next++) {
+      problems[i] =
+          compile_problem(program, {shape.io_dtype, shape.param_dtype, shape.n, configs[i]}, arch);
+      progress.step(stage);
+    }
+  };
+  {
+    std::vector<std::jthread> pool;
+    for (unsigned t = 1; t < std::min<std::size_t>(threads, configs.size()); ++t) {
+      pool.emplace_back(work);
+    }
+    work();
+  }
+  return problems;
+}
+
+std::optional<std::string> check_problem(const Norm& norm, const TuneShape& shape,
+                                         const KernelConfig& config) {
+  CheckOptions options;
+  options.io_dtype = shape.io_dtype;
+  options.param_dtype = shape.param_dtype;
+  // More rows than the reference compares, and a partial last CTA.
+  options.rows =
+      std::max<std::int64_t>(kCheckReferenceRows + 1, 2 * std::int64_t{config.rows_per_cta} + 1);
+  options.cols = shape.n;
+  options.config = config;
+  options.reference_rows = kCheckReferenceRows;
+  try {
+    const CheckReport report = check_against_interpreter(norm, options);
+    if (!report.ok()) return "wrong results: " + report.describe();
+    return std::nullopt;
+  } catch (const driver::CudaError& e) {
+    ensure_context_usable("checking " + short_config(config));
+    return "check failed: " + std::string(e.what());
+  } catch (const Error& e) {
+    return "check failed: " + std::string(e.what());
+  }
+}
+
+struct Session {
+  const TuneOptions& options;
+  driver::DeviceInfo info;
+  DeviceLimits limits;
+  double copy_tbps = 0;
+  unsigned compile_threads = 1;
+  driver::DeviceBuffer queue_blocker;
+};
+
+struct Plan {
+  const TuneShape& shape;
+  SearchSpace space;
+  KernelConfig heuristic;
+  bool heuristic_in_space = false;
+  std::size_t progress_units = 0;
+};
+
+struct ShapeOutcome {
+  std::vector<TuneResult> results;
+  std::vector<TuningEntry> entries;
+};
+
+TuneResult blank_result(const Plan& plan, std::int64_t m) {
+  TuneResult result;
+  result.kernel = plan.shape.kernel;
+  result.io_dtype = plan.shape.io_dtype;
+  result.param_dtype = plan.shape.param_dtype;
+  result.n = plan.shape.n;
+  result.m = m;
+  result.heuristic = plan.heuristic;
+  result.total = plan.space.total();
+  result.pruned = plan.space.pruned.size();
+  return result;
+}
+
+// Times the checked candidates at one M and fills in the winner.
+void time_rows(const Norm& norm, const Plan& plan, const Session& session,
+               const std::vector<KernelConfig>& checked, bool heuristic_checked, Progress& progress,
+               TuneResult& result) {
+  const TuneOptions& options = session.options;
+  const BufferSets sets(norm.program(), plan.shape, result.m,
+                        static_cast<std::size_t>(session.info.l2_bytes));
+  Timer timer(norm, sets, session.queue_blocker);
+  const std::string stage = "timing " + shape_name(plan.shape) + " M=" + std::to_string(result.m);
+
+  std::vector<std::pair<double, KernelConfig>> first_round;
+  for (const KernelConfig& config : checked) {
+    try {
+      std::vector<double> samples;
+      timer.time(config, options.warmup_launches, options.repeats, samples);
+      first_round.emplace_back(median(samples), config);
+    } catch (const driver::CudaError& e) {
+      ensure_context_usable("launching " + short_config(config));
+      result.failures.push_back({config, "launch failed: " + std::string(e.what())});
+      ++result.failed;
+    }
+    progress.step(stage);
+  }
+  result.timed = first_round.size();
+  if (first_round.empty()) {
+    result.error = "no candidate could be timed (" + std::to_string(result.failed) + " failed" +
+                   (result.failures.empty() ? "" : ", first: " + result.failures.front().reason) +
+                   ")";
+    return;
+  }
+
+  std::stable_sort(first_round.begin(), first_round.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<KernelConfig> finalists;
+  for (std::size_t i = 0;
+       i < first_round.size() && finalists.size() < static_cast<std::size_t>(options.finalists);
+       ++i) {
+    finalists.push_back(first_round[i].second);
+  }
+  if (heuristic_checked &&
+      std::find(finalists.begin(), finalists.end(), plan.heuristic) == finalists.end()) {
+    finalists.push_back(plan.heuristic);
+  }
+  std::vector<std::vector<double>> samples(finalists.size());
+  const int per_round = std::max(1, options.final_repeats / kFinalRounds);
+  for (int round = 0; round < kFinalRounds; ++round) {
+    for (std::size_t f = 0; f < finalists.size(); ++f) {
+      timer.time(finalists[f], options.warmup_launches, per_round, samples[f]);
+    }
+  }
+
+  std::size_t best = 0;
+  std::vector<double> medians;
+  for (std::size_t f = 0; f < finalists.size(); ++f) {
+    medians.push_back(median(samples[f]));
+    if (medians[f] < medians[best]) best = f;
+  }
+  const ir::Program& program = norm.program();
+  const double bytes = static_cast<double>(program.row_inputs.size() + program.row_outputs.size()) *
+                       static_cast<double>(result.m) * static_cast<double>(plan.shape.n) *
+                       static_cast<double>(dtype_size(plan.shape.io_dtype));
+  result.ok = true;
+  result.chosen = finalists[best];
+  result.median_us = medians[best];
+  result.tbps = bytes / (result.median_us * 1e-6) / 1e12;
+  result.percent_of_copy = session.copy_tbps > 0 ? 100.0 * result.tbps / session.copy_tbps : 0;
+  const auto heuristic = std::find(finalists.begin(), finalists.end(), plan.heuristic);
+  if (heuristic != finalists.end()) {
+    result.heuristic_us = medians[static_cast<std::size_t>(heuristic - finalists.begin())];
+    result.speedup = result.heuristic_us / result.median_us;
+  }
+}
+
+ShapeOutcome tune_shape(Runtime& runtime, const Plan& plan, const Session& session,
+                        Progress& progress, std::size_t progress_end) {
+  const TuneShape& shape = plan.shape;
+  ShapeOutcome outcome;
+  for (std::int64_t m : shape.row_counts) outcome.results.push_back(blank_result(plan, m));
+  auto fail_all = [&](const std::string& error) {
+    for (TuneResult& result : outcome.results) result.error = error;
+  };
+  try {
+    const Norm norm = runtime.load(shape.program);
+    std::vector<KernelConfig> configs;
+    for (const Candidate& candidate : plan.space.candidates) configs.push_back(candidate.config);
+    if (!plan.heuristic_in_space) configs.push_back(plan.heuristic);
+    const std::vector<std::optional<std::string>> compile_problems = compile_all(
+        norm.lowered(), shape, configs, session.info.arch(), session.compile_threads, progress);
+
+    // Check every compiled configuration once per shape, before any of its times count.
+    std::vector<CandidateFailure> failures;
+    std::vector<KernelConfig> checked;
+    bool heuristic_checked = false;
+    const std::string stage = "checking " + shape_name(shape);
+    for (std::size_t i = 0; i < configs.size(); ++i) {
+      std::optional<std::string> problem = compile_problems[i];
+      if (!problem) problem = check_problem(norm, shape, configs[i]);
+      progress.step(stage);
+      const bool is_heuristic = configs[i] == plan.heuristic;
+      if (problem) {
+        failures.push_back({configs[i], (is_heuristic ? "(heuristic default) " : "") + *problem});
+        continue;
+      }
+      heuristic_checked = heuristic_checked || is_heuristic;
+      if (i < plan.space.candidates.size()) checked.push_back(configs[i]);
+    }
+    const std::size_t failed = static_cast<std::size_t>(
+        std::count_if(failures.begin(), failures.end(), [&](const CandidateFailure& f) {
+          return plan.heuristic_in_space || !(f.config == plan.heuristic);
+        }));
+
+    for (TuneResult& result : outcome.results) {
+      result.failures = failures;
+      result.failed = failed;
+      try {
+        time_rows(norm, plan, session, checked, heuristic_checked, progress, result);
+      } catch (const driver::CudaError& e) {
+        ensure_context_usable("timing at M=" + std::to_string(result.m));
+        result.error = e.what();
+      } catch (const ContextLost&) {
+        throw;
+      } catch (const Error& e) {
+        result.error = e.what();
+      }
+      if (result.ok) {
+        outcome.entries.push_back(
+            {norm.tuning_key(shape.io_dtype, shape.param_dtype, shape.n, result.m),
+             reflect::to_json(result.chosen), result.median_us, result.tbps, utc_date_time_now()});
+      }
+    }
+  } catch (const ContextLost&) {
+    throw;
+  } catch (const Error& e) {
+    fail_all(e.what());
+  }
+  progress.finish(progress_end, "finished " + shape_name(shape));
+  return outcome;
+}
+
+void validate(const TuneOptions& options) {
+  if (options.warmup_launches < 0 || options.repeats < 1 || options.finalists < 1 ||
+      options.final_repeats < 1) {
+    throw Error("tune: need warmup_launches >= 0 and repeats, finalists, final_repeats >= 1");
+  }
+}
+
+void validate(const TuneShape& shape) {
+  const std::string name = "tune: " + shape_name(shape);
+  if (shape.n < 1) throw Error(name + ": N must be at least 1");
+  if (shape.row_counts.empty()) throw Error(name + ": no row counts (M) given");
+  for (std::int64_t m : shape.row_counts) {
+    if (m < 1) throw Error(name + ": M must be at least 1, got " + std::to_string(m));
+  }
+}
+
+}  // namespace
+
+std::vector<std::int64_t> default_row_counts(std::int64_t n) {
+  if (n < 1) throw Error("default_row_counts: N must be at least 1, got " + std::to_string(n));
+  const double target = static_cast<double>(std::max<std::int64_t>(1, kBandwidthElements / n));
+  const auto bandwidth_rows = static_cast<std::int64_t>(std::exp2(std::round(std::log2(target))));
+  if (bandwidth_rows == kSmallBatchRows) return {bandwidth_rows};
+  return {bandwidth_rows, kSmallBatchRows};
+}
+
+double measure_copy_tbps(std::size_t bytes) {
+  driver::DeviceBuffer source(bytes);
+  driver::DeviceBuffer destination(bytes);
+  source.fill_bytes(kInputFill);
+  auto copy = [&] {
+    driver::check(driver::api().cuMemcpyDtoD(destination.get(), source.get(), bytes),
+                  "cuMemcpyDtoD of " + std::to_string(bytes) + " bytes");
+  };
+  copy();  // warm-up
+  std::vector<double> seconds;
+  for (int i = 0; i < kCopyRepeats; ++i) {
+    // cuMemcpyDtoD runs on the legacy default stream, so the events go there too.
+    driver::Event start, end;
+    start.record(nullptr);
+    copy();
+    end.record(nullptr);
+    end.synchronize();
+    seconds.push_back(driver::Event::elapsed_ms(start, end) / 1e3);
+  }
+  return 2.0 * static_cast<double>(bytes) / median(seconds) / 1e12;
+}
+
+TuneReport tune(const std::vector<TuneShape>& shapes, const TuneOptions& options) {
+  validate(options);
+  for (const TuneShape& shape : shapes) validate(shape);
+  driver::ScopedContext scope(driver::primary_context(0));
+  Session session{
+      options, driver::device_info(0), {}, 0, 1, driver::DeviceBuffer(kQueueBlockerBytes)};
+  session.limits = {session.info.shared_memory_per_block_optin, session.info.multiprocessors};
+  session.compile_threads = options.compile_threads > 0
+                                ? options.compile_threads
+                                : std::max(1u, std::thread::hardware_concurrency());
+  TuneReport report;
+  report.device_name = session.info.name;
+  report.arch = session.info.arch();
+
+  std::vector<Plan> plans;
+  std::size_t total_units = 0;
+  for (const TuneShape& shape : shapes) {
+    const LoweredProgram lowered = lower(shape.program);
+    Plan plan{
+        shape,
+        explore_search_space(lowered, shape.io_dtype, shape.param_dtype, shape.n, session.limits),
+        heuristic_config(lowered, shape.io_dtype, shape.param_dtype, shape.n, session.limits,
+                         widest_row_aligned_vec(shape.io_dtype, shape.param_dtype, shape.n))};
+    plan.heuristic_in_space =
+        std::any_of(plan.space.candidates.begin(), plan.space.candidates.end(),
+                    [&](const Candidate& c) { return c.config == plan.heuristic; });
+    const std::size_t compiled = plan.space.candidates.size() + (plan.heuristic_in_space ? 0 : 1);
+    // One unit per compile, per check, and per first-round timing at each M.
+    plan.progress_units = 2 * compiled + shape.row_counts.size() * plan.space.candidates.size();
+    total_units += plan.progress_units;
+    plans.push_back(std::move(plan));
+  }
+
+  session.copy_tbps = measure_copy_tbps(kCopyBytes);
+  report.copy_tbps = session.copy_tbps;
+  Runtime runtime(RuntimeOptions{0, false});
+  Progress progress(options.on_progress, total_units);
+  std::size_t progress_end = 0;
+  for (const Plan& plan : plans) {
+    progress_end += plan.progress_units;
+    try {
+      ShapeOutcome outcome = tune_shape(runtime, plan, session, progress, progress_end);
+      report.results.insert(report.results.end(), outcome.results.begin(), outcome.results.end());
+      if (!options.db_path.empty() && !outcome.entries.empty()) {
+        try {
+          upsert_entries(options.db_path, outcome.entries);
+        } catch (const Error& e) {
+          report.aborted = "writing the tuning database failed: " + std::string(e.what());
+          return report;
+        }
+      }
+    } catch (const ContextLost& e) {
+      report.aborted = e.what();
+      return report;
+    }
+  }
+  return report;
+}
+
+}  // namespace tilenorm

@@ -1,0 +1,296 @@
+// The autotuner's search space (built from KernelConfig's Hana fields, pruned with reasons) and
+// the tilenorm-tune command line. No GPU needed.
+#include "tilenorm/autotune/search_space.hpp"
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <boost/hana.hpp>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "tilenorm/autotune/cli_options.hpp"
+#include "tilenorm/autotune/tuner.hpp"
+#include "tilenorm/kernels/programs.hpp"
+#include "tilenorm/runtime/tuning_db.hpp"
+
+namespace {
+
+using tilenorm::DType;
+using tilenorm::KernelConfig;
+using tilenorm::PruneRule;
+using tilenorm::RowStorage;
+
+// Each shape's candidates compile in well under a second each; this keeps a full tune of one
+// (kernel, dtype, N) within the budget in docs/autotuning.md.
+constexpr std::size_t kMaxCandidatesPerShape = 24;
+
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+tilenorm::LoweredProgram lowered(const char* kernel) {
+  return tilenorm::lower(tilenorm::kernels::builtin_program(kernel));
+}
+
+KernelConfig config(int threads_per_row, int rows_per_cta, int vec, RowStorage storage) {
+  return {threads_per_row, rows_per_cta, vec, static_cast<int>(storage)};
+}
+
+// The pruned entry for `wanted`; fails the test when `wanted` survived or was never enumerated.
+tilenorm::PrunedCandidate pruned_entry(const tilenorm::SearchSpace& space,
+                                       const KernelConfig& wanted) {
+  const auto it =
+      std::find_if(space.pruned.begin(), space.pruned.end(),
+                   [&](const tilenorm::PrunedCandidate& p) { return p.config == wanted; });
+  REQUIRE_MESSAGE(it != space.pruned.end(), "not pruned: " << wanted.describe());
+  return *it;
+}
+
+template <class Command>
+Command parse_as(const std::vector<std::string>& args) {
+  const tilenorm::CliCommand command = tilenorm::parse_command_line(args);
+  REQUIRE(std::holds_alternative<Command>(command));
+  return std::get<Command>(command);
+}
+
+std::string usage_error(const std::vector<std::string>& args) {
+  try {
+    tilenorm::parse_command_line(args);
+  } catch (const tilenorm::UsageError& e) {
+    return e.what();
+  }
+  FAIL("no UsageError");
+  return {};
+}
+
+}  // namespace
+
+TEST_CASE("search space: one domain per KernelConfig field, in declaration order") {
+  const auto domains = tilenorm::search_domains(DType::bf16, DType::bf16);
+  std::vector<std::string> fields;
+  boost::hana::for_each(boost::hana::accessors<KernelConfig>(), [&](auto accessor) {
+    fields.push_back(boost::hana::to<const char*>(boost::hana::first(accessor)));
+  });
+  REQUIRE(domains.size() == fields.size());
+  for (std::size_t i = 0; i < fields.size(); ++i) CHECK(domains[i].field == fields[i]);
+
+  auto values_of = [&](const std::vector<tilenorm::FieldDomain>& list, const std::string& field) {
+    for (const auto& d : list) {
+      if (d.field == field) return d.values;
+    }
+    FAIL("no domain for " << field);
+    return std::vector<int>{};
+  };
+  CHECK(values_of(domains, "threads_per_row") ==
+        std::vector<int>{1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024});
+  CHECK(values_of(domains, "rows_per_cta") == std::vector<int>{1, 2, 4, 8, 16, 32, 64});
+  CHECK(values_of(domains, "vec") == std::vector<int>{1, 2, 4, 8});
+  CHECK(values_of(domains, "row_storage") == std::vector<int>{0, 1, 2});
+  CHECK(values_of(tilenorm::search_domains(DType::f32, DType::f32), "vec") ==
+        std::vector<int>{1, 2, 4});
+  CHECK(values_of(tilenorm::search_domains(DType::bf16, DType::f32), "vec") ==
+        std::vector<int>{1, 2, 4});
+}
+
+TEST_CASE("search space: the whole product is enumerated, split into survivors and pruned") {
+  const auto space = tilenorm::explore_search_space(lowered("rms_norm"), DType::bf16, DType::bf16,
+                                                    4096, tilenorm::DeviceLimits::hopper());
+  std::size_t product = 1;
+  for (const auto& domain : tilenorm::search_domains(DType::bf16, DType::bf16)) {
+    product *= domain.values.size();
+  }
+  CHECK(space.total() == product);
+  CHECK(space.total() == 11 * 7 * 4 * 3);
+  CHECK_FALSE(space.candidates.empty());
+  for (const auto& p : space.pruned) CHECK_FALSE(p.reason.empty());
+}
+
+TEST_CASE("search space: every built-in kernel gets a small, valid space for every --all shape") {
+  const auto limits = tilenorm::DeviceLimits::hopper();
+  for (const auto& kernel : tilenorm::kernels::builtin_kernels()) {
+    const tilenorm::LoweredProgram program = tilenorm::lower(kernel.program);
+    for (DType dtype : {DType::bf16, DType::f32, DType::f16}) {
+      for (std::int64_t n : tilenorm::all_hidden_sizes()) {
+        CAPTURE(kernel.name);
+        CAPTURE(tilenorm::dtype_name(dtype));
+        CAPTURE(n);
+        const auto candidates = tilenorm::build_search_space(program, dtype, dtype, n, limits);
+        CHECK_FALSE(candidates.empty());
+        CHECK(candidates.size() <= kMaxCandidatesPerShape);
+        const KernelConfig heuristic = tilenorm::heuristic_config(program, dtype, dtype, n, limits);
+        CHECK(std::any_of(candidates.begin(), candidates.end(),
+                          [&](const tilenorm::Candidate& c) { return c.config == heuristic; }));
+        for (const auto& candidate : candidates) {
+          const tilenorm::KernelSpec spec{dtype, dtype, n, candidate.config};
+          CHECK_FALSE(tilenorm::config_problem(program, spec).has_value());
+          CHECK(tilenorm::dynamic_shared_memory_bytes(program, spec) ==
+                candidate.dynamic_shared_bytes);
+          CHECK(candidate.dynamic_shared_bytes <= limits.shared_memory_per_block);
+          CHECK(candidate.config.vec == tilenorm::widest_vec(dtype, dtype));
+          const int threads = candidate.config.threads_per_row * candidate.config.rows_per_cta;
+          CHECK(threads >= 64);
+          CHECK(threads <= 1024);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("search space: tiny and unaligned rows still get candidates") {
+  const auto limits = tilenorm::DeviceLimits::hopper();
+  for (std::int64_t n : {1, 3, 100, 1001}) {
+    CAPTURE(n);
+    const auto candidates =
+        tilenorm::build_search_space(lowered("layer_norm"), DType::bf16, DType::bf16, n, limits);
+    CHECK_FALSE(candidates.empty());
+    for (const auto& c : candidates) CHECK(n % c.config.vec == 0);
+  }
+  CHECK(tilenorm::widest_row_aligned_vec(DType::bf16, DType::bf16, 1001) == 1);
+  CHECK(tilenorm::widest_row_aligned_vec(DType::bf16, DType::bf16, 100) == 4);
+  CHECK(tilenorm::widest_row_aligned_vec(DType::f32, DType::f32, 4096) == 4);
+  CHECK(tilenorm::widest_row_aligned_vec(DType::bf16, DType::f32, 4096) == 4);
+}
+
+TEST_CASE("search space: each pruning rule reports its reason") {
+  const auto limits = tilenorm::DeviceLimits::hopper();
+  const auto program = lowered("layer_norm");
+  const auto n4096 =
+      tilenorm::explore_search_space(program, DType::bf16, DType::bf16, 4096, limits);
+
+  auto expect = [](const tilenorm::PrunedCandidate& p, PruneRule rule, const std::string& text) {
+    CAPTURE(p.reason);
+    CHECK(p.rule == rule);
+    CHECK(contains(p.reason, text));
+  };
+  expect(pruned_entry(n4096, config(1024, 2, 8, RowStorage::registers)), PruneRule::invalid_config,
+         "threads per CTA (threads_per_row * rows_per_cta) must be in 32..1024, got 2048");
+  expect(pruned_entry(n4096, config(128, 1, 4, RowStorage::registers)), PruneRule::narrower_vec,
+         "vec 4 is narrower than the widest usable vec 8");
+  expect(pruned_entry(n4096, config(32, 1, 8, RowStorage::registers)), PruneRule::small_block,
+         "32 threads per CTA: below 64");
+  expect(pruned_entry(n4096, config(4, 16, 8, RowStorage::global)), PruneRule::uncoalesced,
+         "a row's 4 threads read 64 contiguous bytes per step, less than a 128-byte line");
+  expect(pruned_entry(n4096, config(32, 2, 8, RowStorage::registers)), PruneRule::serial_row,
+         "each thread walks 128 elements of its row serially");
+  expect(pruned_entry(n4096, config(128, 4, 8, RowStorage::registers)), PruneRule::stacked_rows,
+         "stacks 4 rows into a 512-thread CTA");
+  expect(pruned_entry(n4096, config(512, 1, 8, RowStorage::shared)), PruneRule::dominated_storage,
+         "the row fits registers with 8 values per thread, which beats shared storage");
+  expect(pruned_entry(n4096, config(1024, 1, 8, RowStorage::global)), PruneRule::dominated_storage,
+         "which beats global storage");
+
+  const auto n128 = tilenorm::explore_search_space(program, DType::bf16, DType::bf16, 128, limits);
+  expect(pruned_entry(n128, config(64, 1, 8, RowStorage::registers)), PruneRule::idle_threads,
+         "48 of 64 threads per row idle (the row has 16 vectors)");
+
+  const auto n131072 =
+      tilenorm::explore_search_space(program, DType::bf16, DType::bf16, 131072, limits);
+  expect(pruned_entry(n131072, config(1024, 1, 8, RowStorage::shared)), PruneRule::shared_memory,
+         "needs 262144 bytes of dynamic shared memory; the device allows 232448");
+
+  const auto n1001 =
+      tilenorm::explore_search_space(program, DType::bf16, DType::bf16, 1001, limits);
+  expect(pruned_entry(n1001, config(64, 1, 2, RowStorage::registers)), PruneRule::misaligned_vec,
+         "contiguous rows of N=1001 elements allow vec <= 1, not 2");
+}
+
+TEST_CASE("search space: N below 1 is an error, not an empty space") {
+  CHECK_THROWS_WITH_AS(tilenorm::explore_search_space(lowered("rms_norm"), DType::bf16, DType::bf16,
+                                                      0, tilenorm::DeviceLimits::hopper()),
+                       "search space: N must be at least 1, got 0", tilenorm::Error);
+}
+
+TEST_CASE("search space: short_config names every field") {
+  CHECK(tilenorm::short_config(config(128, 2, 8, RowStorage::registers)) ==
+        "tpr=128 rpc=2 vec=8 registers");
+  CHECK(tilenorm::short_config(config(1024, 1, 4, RowStorage::global)) ==
+        "tpr=1024 rpc=1 vec=4 global");
+}
+
+TEST_CASE("tuner: default row counts are the bandwidth regime and a small batch") {
+  CHECK(tilenorm::default_row_counts(4096) == std::vector<std::int64_t>{16384, 256});
+  CHECK(tilenorm::default_row_counts(2880) ==
+        std::vector<std::int64_t>{32768, 256});  // 23302 -> 2^15
+  CHECK(tilenorm::default_row_counts(5120) ==
+        std::vector<std::int64_t>{16384, 256});  // 13107 -> 2^14
+  CHECK(tilenorm::default_row_counts(262144) == std::vector<std::int64_t>{256});
+  CHECK(tilenorm::default_row_counts(std::int64_t{1} << 28) == std::vector<std::int64_t>{1, 256});
+  CHECK_THROWS_AS(tilenorm::default_row_counts(0), tilenorm::Error);
+}
+
+TEST_CASE("cli: tune options, lists and defaults") {
+  const auto tune = parse_as<tilenorm::TuneCommand>({"--kernel", "rms_norm", "--kernel=layer_norm",
+                                                     "--dtype", "bf16,fp32", "--dtype", "bf16/fp32",
+                                                     "--n", "1024,4096", "--n=1024", "--m",
+                                                     "256,300", "--db", "/tmp/x.json", "--quiet"});
+  CHECK(tune.kernels == std::vector<std::string>{"rms_norm", "layer_norm"});
+  CHECK(tune.dtypes == std::vector<tilenorm::DTypeChoice>{{DType::bf16, DType::bf16},
+                                                          {DType::f32, DType::f32},
+                                                          {DType::bf16, DType::f32}});
+  CHECK(tune.ns == std::vector<std::int64_t>{1024, 4096});
+  CHECK(tune.ms == std::vector<std::int64_t>{256, 300});
+  CHECK(tune.db == "/tmp/x.json");
+  CHECK(tune.quiet);
+  CHECK_FALSE(tune.dry_run);
+
+  const auto defaults = parse_as<tilenorm::TuneCommand>({"--n", "4096"});
+  CHECK(defaults.kernels.size() == tilenorm::kernels::builtin_kernels().size());
+  CHECK(defaults.dtypes ==
+        std::vector<tilenorm::DTypeChoice>{{DType::bf16, DType::bf16}, {DType::f32, DType::f32}});
+  CHECK(defaults.ms.empty());
+  CHECK(defaults.db == tilenorm::default_tuning_db_path());
+
+  const auto all = parse_as<tilenorm::TuneCommand>({"--all", "--dry-run", "--list-pruned"});
+  CHECK(all.kernels.size() == 5);
+  CHECK(all.dtypes.size() == 2);
+  CHECK(all.ns == tilenorm::all_hidden_sizes());
+  CHECK(all.ns.size() == 16);
+  CHECK(all.dry_run);
+  CHECK(all.list_pruned);
+
+  const auto narrowed =
+      parse_as<tilenorm::TuneCommand>({"--all", "--dtype", "bf16", "--kernel", "rms_norm"});
+  CHECK(narrowed.kernels == std::vector<std::string>{"rms_norm"});
+  CHECK(narrowed.dtypes.size() == 1);
+  CHECK(narrowed.ns.size() == 16);
+}
+
+TEST_CASE("cli: subcommands and help") {
+  CHECK(std::holds_alternative<tilenorm::HelpCommand>(tilenorm::parse_command_line({"--help"})));
+  CHECK(std::holds_alternative<tilenorm::HelpCommand>(
+      tilenorm::parse_command_line({"--n", "1", "-h"})));
+  CHECK(std::holds_alternative<tilenorm::HelpCommand>(
+      tilenorm::parse_command_line({"merge", "--help"})));
+  CHECK(parse_as<tilenorm::ShowCommand>({"show", "--db", "a.json"}).db == "a.json");
+  CHECK(parse_as<tilenorm::ShowCommand>({"show"}).db == tilenorm::default_tuning_db_path());
+  const auto merge = parse_as<tilenorm::MergeCommand>({"merge", "out.json", "a.json", "b.json"});
+  CHECK(merge.output == "out.json");
+  CHECK(merge.inputs == std::vector<std::filesystem::path>{"a.json", "b.json"});
+  CHECK(contains(std::string(tilenorm::usage_text()), "tilenorm-tune merge OUT IN..."));
+}
+
+TEST_CASE("cli: usage errors say what is wrong and what to write") {
+  CHECK(contains(usage_error({}), "say which row lengths to tune with --n N,... or use --all"));
+  CHECK(contains(usage_error({"--bogus"}),
+                 "unknown argument '--bogus' for tilenorm-tune (see --help)"));
+  CHECK(contains(usage_error({"--n", "0"}), "--n needs whole numbers from 1 to 1073741824"));
+  CHECK(contains(usage_error({"--n", "12x"}), "got '12x'"));
+  CHECK(contains(usage_error({"--n", "1024,"}), "--n got an empty item in '1024,'"));
+  CHECK(contains(usage_error({"--n"}), "--n needs a value"));
+  CHECK(contains(usage_error({"--m", "-5", "--n", "8"}), "--m needs whole numbers"));
+  CHECK(contains(usage_error({"--kernel", "softmax", "--n", "8"}), "unknown kernel 'softmax'"));
+  CHECK(contains(usage_error({"--kernel", "softmax", "--n", "8"}), "rms_norm_no_weight"));
+  CHECK(contains(usage_error({"--dtype", "fp64", "--n", "8"}),
+                 "write bf16, fp16, fp32, or IO/PARAM"));
+  CHECK(contains(usage_error({"--all=yes"}), "--all takes no value, got 'yes'"));
+  CHECK(contains(usage_error({"--n", "8", "--list-pruned"}),
+                 "--list-pruned only works with --dry-run"));
+  CHECK(
+      contains(usage_error({"show", "--n", "8"}), "unknown argument '--n' for tilenorm-tune show"));
+  CHECK(
+      contains(usage_error({"merge", "out.json"}), "merge needs an output and at least one input"));
+  CHECK(contains(usage_error({"merge", "out.json", "--force", "a.json"}),
+                 "unknown argument '--force'"));
+}

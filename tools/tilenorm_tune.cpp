@@ -1,0 +1,354 @@
+// tilenorm-tune: the autotuner's command line (usage in --help and docs/autotuning.md).
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <map>
+#include <string>
+#include <tuple>
+#include <variant>
+#include <vector>
+
+#include "tilenorm/autotune/cli_options.hpp"
+#include "tilenorm/autotune/search_space.hpp"
+#include "tilenorm/autotune/tuner.hpp"
+#include "tilenorm/autotune/tuning_db_writer.hpp"
+#include "tilenorm/dsl/reflect.hpp"
+#include "tilenorm/kernels/programs.hpp"
+#include "tilenorm/runtime/driver.hpp"
+#include "tilenorm/runtime/runtime.hpp"
+#include "tilenorm/runtime/tuning_db.hpp"
+
+namespace {
+
+namespace tn = tilenorm;
+
+constexpr int kExitOk = 0;
+constexpr int kExitSomeFailed = 1;
+constexpr int kExitUsage = 2;
+constexpr int kExitNoGpu = 3;
+
+// Columns padded to their widest cell; numbers (and "-") right-aligned.
+class Table {
+ public:
+  explicit Table(std::vector<std::string> header) { rows_.push_back(std::move(header)); }
+  void add(std::vector<std::string> row) { rows_.push_back(std::move(row)); }
+
+  void print(std::ostream& out) const {
+    std::vector<std::size_t> widths(rows_.front().size(), 0);
+    for (const auto& row : rows_) {
+      for (std::size_t c = 0; c < row.size(); ++c) widths[c] = std::max(widths[c], row[c].size());
+    }
+    for (std::size_t r = 0; r < rows_.size(); ++r) {
+      std::string line;
+      for (std::size_t c = 0; c < rows_[r].size(); ++c) {
+        const std::string& cell = rows_[r][c];
+        const std::string padding(widths[c] - cell.size(), ' ');
+        const bool numeric =
+            r > 0 && !cell.empty() && cell.find_first_not_of("0123456789.-x") == std::string::npos;
+        line += (c ? "  " : "") + (numeric ? padding + cell : cell + padding);
+      }
+      out << line.substr(0, line.find_last_not_of(' ') + 1) << "\n";
+    }
+  }
+
+ private:
+  std::vector<std::vector<std::string>> rows_;
+};
+
+std::string fixed(double value, int decimals) {
+  char text[64];
+  std::snprintf(text, sizeof text, "%.*f", decimals, value);
+  return text;
+}
+
+std::string duration(double seconds) {
+  const long total = static_cast<long>(seconds + 0.5);
+  char text[32];
+  std::snprintf(text, sizeof text, "%ld:%02ld", total / 60, total % 60);
+  return text;
+}
+
+// A bar with ETA on stderr, redrawn in place on a terminal; elsewhere one line per stage.
+class ProgressBar {
+ public:
+  ProgressBar() : terminal_(isatty(STDERR_FILENO) == 1), start_(std::chrono::steady_clock::now()) {}
+
+  void update(const tn::TuneProgress& progress) {
+    const auto now = std::chrono::steady_clock::now();
+    const bool new_stage = progress.stage != stage_;
+    if (!new_stage && progress.done != progress.total &&
+        now - last_draw_ < std::chrono::milliseconds(100))
+      return;
+    stage_ = std::string(progress.stage);
+    last_draw_ = now;
+    const double elapsed = std::chrono::duration<double>(now - start_).count();
+    const double fraction =
+        progress.total ? static_cast<double>(progress.done) / static_cast<double>(progress.total)
+                       : 1.0;
+    const std::string eta = progress.done ? duration(elapsed * (1 - fraction) / fraction) : "?";
+    constexpr int kWidth = 30;
+    const int filled = static_cast<int>(fraction * kWidth);
+    const std::string line = "[" + std::string(filled, '#') + std::string(kWidth - filled, '.') +
+                             "] " + std::to_string(static_cast<int>(fraction * 100)) + "% " +
+                             std::to_string(progress.done) + "/" + std::to_string(progress.total) +
+                             " elapsed " + duration(elapsed) + " ETA " + eta + "  " + stage_;
+    if (terminal_) {
+      std::cerr << "\r" << line << "\033[K" << std::flush;
+    } else if (new_stage) {
+      std::cerr << line << "\n";
+    }
+  }
+
+  void finish() const {
+    if (terminal_) std::cerr << "\n";
+  }
+
+ private:
+  bool terminal_;
+  std::chrono::steady_clock::time_point start_;
+  std::chrono::steady_clock::time_point last_draw_{};
+  std::string stage_;
+};
+
+std::vector<tn::TuneShape> shapes_of(const tn::TuneCommand& command) {
+  std::vector<tn::TuneShape> shapes;
+  for (const auto& kernel : command.kernels) {
+    for (const auto& dtype : command.dtypes) {
+      for (std::int64_t n : command.ns) {
+        shapes.push_back({kernel, tn::kernels::builtin_program(kernel), dtype.io, dtype.param, n,
+                          command.ms.empty() ? tn::default_row_counts(n) : command.ms});
+      }
+    }
+  }
+  return shapes;
+}
+
+std::string join_counts(const std::vector<std::int64_t>& values) {
+  std::string text;
+  for (std::int64_t v : values) text += (text.empty() ? "" : ", ") + std::to_string(v);
+  return text;
+}
+
+int dry_run(const tn::TuneCommand& command) {
+  tn::DeviceLimits limits = tn::DeviceLimits::hopper();
+  std::string limits_source = "no GPU: Hopper limits";
+  if (tn::driver::gpu_available()) {
+    const tn::driver::DeviceInfo info = tn::driver::device_info(0);
+    limits = {info.shared_memory_per_block_optin, info.multiprocessors};
+    limits_source = info.name;
+  }
+  std::cout << "search space (" << limits_source << ", " << limits.shared_memory_per_block
+            << " bytes of shared memory per block)\n";
+  std::size_t shapes = 0, most = 0, least = static_cast<std::size_t>(-1), candidates = 0;
+  Table summary({"kernel", "dtype", "N", "configs", "pruned", "candidates", "heuristic in space"});
+  for (const tn::TuneShape& shape : shapes_of(command)) {
+    const tn::LoweredProgram lowered = tn::lower(shape.program);
+    const tn::SearchSpace space =
+        tn::explore_search_space(lowered, shape.io_dtype, shape.param_dtype, shape.n, limits);
+    const tn::KernelConfig heuristic = tn::heuristic_config(
+        lowered, shape.io_dtype, shape.param_dtype, shape.n, limits,
+        tn::widest_row_aligned_vec(shape.io_dtype, shape.param_dtype, shape.n));
+    const bool heuristic_in_space =
+        std::any_of(space.candidates.begin(), space.candidates.end(),
+                    [&](const tn::Candidate& c) { return c.config == heuristic; });
+    ++shapes;
+    most = std::max(most, space.candidates.size());
+    least = std::min(least, space.candidates.size());
+    candidates += space.candidates.size();
+    const std::string dtype = tn::tuning_dtype_key(shape.io_dtype, shape.param_dtype);
+    summary.add({shape.kernel, dtype, std::to_string(shape.n), std::to_string(space.total()),
+                 std::to_string(space.pruned.size()), std::to_string(space.candidates.size()),
+                 heuristic_in_space ? "yes" : "no"});
+    if (command.quiet) continue;
+    std::cout << "\n"
+              << shape.kernel << " " << dtype << " N=" << shape.n << ": " << space.candidates.size()
+              << " candidates of " << space.total()
+              << " configurations; M = " << join_counts(shape.row_counts)
+              << "\n  heuristic: " << tn::short_config(heuristic)
+              << (heuristic_in_space ? " (in the space)" : " (timed as well)") << "\n";
+    for (const tn::Candidate& candidate : space.candidates) {
+      std::cout << "  candidate " << tn::short_config(candidate.config);
+      if (candidate.dynamic_shared_bytes) {
+        std::cout << " (" << candidate.dynamic_shared_bytes << " B shared)";
+      }
+      std::cout << "\n";
+    }
+    std::map<tn::PruneRule, std::size_t> by_rule;
+    for (const tn::PrunedCandidate& pruned : space.pruned) ++by_rule[pruned.rule];
+    std::cout << "  pruned " << space.pruned.size() << ":";
+    for (const auto& [rule, count] : by_rule) {
+      std::cout << " " << tn::prune_rule_name(rule) << " " << count << ";";
+    }
+    std::cout << "\n";
+    if (command.list_pruned) {
+      for (const tn::PrunedCandidate& pruned : space.pruned) {
+        std::cout << "    " << tn::short_config(pruned.config) << ": " << pruned.reason << "\n";
+      }
+    }
+  }
+  std::cout << "\n";
+  summary.print(std::cout);
+  std::cout << "\n"
+            << shapes << " shapes; candidates per shape: " << least << " to " << most << ", "
+            << candidates << " in all\n";
+  return kExitOk;
+}
+
+void print_results(const tn::TuneReport& report, bool quiet) {
+  Table table({"kernel", "dtype", "N", "M", "chosen config", "us", "TB/s", "% copy", "heuristic us",
+               "speedup", "candidates t/p/f/timed"});
+  for (const tn::TuneResult& r : report.results) {
+    const std::string dtype = tn::tuning_dtype_key(r.io_dtype, r.param_dtype);
+    const std::string counts = std::to_string(r.total) + "/" + std::to_string(r.pruned) + "/" +
+                               std::to_string(r.failed) + "/" + std::to_string(r.timed);
+    if (!r.ok) {
+      table.add({r.kernel, dtype, std::to_string(r.n), std::to_string(r.m), "FAILED", "-", "-", "-",
+                 "-", "-", counts});
+      continue;
+    }
+    table.add({r.kernel, dtype, std::to_string(r.n), std::to_string(r.m),
+               tn::short_config(r.chosen), fixed(r.median_us, 2), fixed(r.tbps, 2),
+               fixed(r.percent_of_copy, 1), r.heuristic_us > 0 ? fixed(r.heuristic_us, 2) : "-",
+               r.speedup > 0 ? fixed(r.speedup, 2) + "x" : "-", counts});
+  }
+  std::cout << "\n";
+  table.print(std::cout);
+  for (const tn::TuneResult& r : report.results) {
+    const std::string name = r.kernel + " " + tn::tuning_dtype_key(r.io_dtype, r.param_dtype) +
+                             " N=" + std::to_string(r.n) + " M=" + std::to_string(r.m);
+    if (!r.ok) std::cout << "\nFAILED " << name << ": " << r.error << "\n";
+    if (quiet || r.failures.empty()) continue;
+    std::cout << "\n" << name << ": " << r.failures.size() << " configuration(s) dropped\n";
+    for (const tn::CandidateFailure& failure : r.failures) {
+      std::cout << "  " << tn::short_config(failure.config) << ": " << failure.reason << "\n";
+    }
+  }
+}
+
+int tune(const tn::TuneCommand& command) {
+  if (command.dry_run) return dry_run(command);
+  if (!tn::driver::gpu_available()) {
+    std::cerr << "tilenorm-tune: no GPU available (" << tn::driver::gpu_unavailable_reason()
+              << "). Tuning times kernels on a GPU: run this on a GPU machine, or add --dry-run to "
+                 "list the search space without one.\n";
+    return kExitNoGpu;
+  }
+  const std::vector<tn::TuneShape> shapes = shapes_of(command);
+  ProgressBar bar;
+  tn::TuneOptions options;
+  options.db_path = command.db;
+  if (!command.quiet) {
+    options.on_progress = [&bar](const tn::TuneProgress& progress) { bar.update(progress); };
+    std::cerr << "tilenorm-tune: " << shapes.size() << " shape(s); winners go to "
+              << command.db.string() << "\n";
+  }
+  const tn::TuneReport report = tn::tune(shapes, options);
+  if (!command.quiet) bar.finish();
+  std::cout << "device: " << report.device_name << " (" << report.arch << "); copy ceiling "
+            << fixed(report.copy_tbps, 2) << " TB/s (cuMemcpyDtoD, read + write); database "
+            << command.db.string() << "\n";
+  print_results(report, command.quiet);
+  const bool all_ok =
+      report.aborted.empty() && std::all_of(report.results.begin(), report.results.end(),
+                                            [](const tn::TuneResult& r) { return r.ok; });
+  if (!report.aborted.empty()) {
+    std::cerr << "tilenorm-tune: stopped early: " << report.aborted << "\n";
+  }
+  if (!all_ok) std::cerr << "tilenorm-tune: some shapes failed; see FAILED above\n";
+  return all_ok ? kExitOk : kExitSomeFailed;
+}
+
+// The built-in kernel with this program hash, else the hash's first characters.
+std::string kernel_name_for(const std::string& program_hash) {
+  for (const auto& kernel : tn::kernels::builtin_kernels()) {
+    if (kernel.program.hash() == program_hash) return kernel.name;
+  }
+  return "program " + program_hash.substr(0, 12);
+}
+
+int show(const tn::ShowCommand& command) {
+  const tn::TuningFileContents contents = tn::read_tuning_file(command.db);
+  if (!contents.exists) {
+    std::cout << command.db.string()
+              << " does not exist (tilenorm-tune writes it; --db picks another file)\n";
+    return kExitOk;
+  }
+  if (!contents.problems.empty()) {
+    std::cerr << "tilenorm-tune: warning: " << command.db.string() << ": "
+              << contents.problem_summary() << "\n";
+  }
+  std::vector<tn::TuningEntry> entries = contents.entries;
+  std::sort(entries.begin(), entries.end(), [](const tn::TuningEntry& a, const tn::TuningEntry& b) {
+    const auto& x = a.key;
+    const auto& y = b.key;
+    return std::tie(x.device_name, x.program_hash, x.dtype, x.n, x.m_bucket) <
+           std::tie(y.device_name, y.program_hash, y.dtype, y.n, y.m_bucket);
+  });
+  Table table({"device", "cc", "kernel", "dtype", "N", "M bucket", "config", "us", "TB/s", "date"});
+  for (const tn::TuningEntry& entry : entries) {
+    const tn::TuningKey& key = entry.key;
+    std::string config;
+    try {
+      config = tn::short_config(tn::reflect::from_json<tn::KernelConfig>(entry.config, "config"));
+    } catch (const tn::Error&) {
+      config = entry.config.dump();  // from another tilenorm version
+    }
+    std::string kernel = kernel_name_for(key.program_hash);
+    if (key.codegen_version != tn::kCodegenVersion) {
+      kernel += " (stale: codegen " + std::to_string(key.codegen_version) + ")";
+    }
+    table.add({key.device_name, std::to_string(key.cc_major) + "." + std::to_string(key.cc_minor),
+               kernel, key.dtype, std::to_string(key.n), std::to_string(key.m_bucket), config,
+               fixed(entry.median_us, 2), fixed(entry.tbps, 2), entry.date});
+  }
+  std::cout << command.db.string() << ": " << entries.size() << " entries\n";
+  table.print(std::cout);
+  return kExitOk;
+}
+
+int merge(const tn::MergeCommand& command) {
+  const tn::MergeSummary summary = tn::merge_databases(command.inputs, command.output);
+  std::cout << "merged " << summary.files_read << " file(s), " << summary.entries_read
+            << " entries read, " << summary.conflicts_resolved
+            << " conflict(s) resolved (the faster entry wins); " << command.output.string()
+            << " now holds " << summary.entries_written << " entries\n";
+  return kExitOk;
+}
+
+template <class... Handlers>
+struct Overloaded : Handlers... {
+  using Handlers::operator()...;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  tn::CliCommand command;
+  try {
+    command = tn::parse_command_line(std::vector<std::string>(argv + 1, argv + argc));
+  } catch (const tn::UsageError& e) {
+    std::cerr << "tilenorm-tune: " << e.what() << "\n";
+    return kExitUsage;
+  }
+  try {
+    return std::visit(Overloaded{[](const tn::HelpCommand&) {
+                                   std::cout << tn::usage_text();
+                                   return kExitOk;
+                                 },
+                                 [](const tn::TuneCommand& c) { return tune(c); },
+                                 [](const tn::ShowCommand& c) { return show(c); },
+                                 [](const tn::MergeCommand& c) { return merge(c); }},
+                      command);
+  } catch (const tn::driver::DriverUnavailable& e) {
+    std::cerr
+        << "tilenorm-tune: no GPU available (" << e.what()
+        << "). Run this on a GPU machine, or use --dry-run to list the search space without one.\n";
+    return kExitNoGpu;
+  } catch (const std::exception& e) {
+    std::cerr << "tilenorm-tune: error: " << e.what() << "\n";
+    return kExitSomeFailed;
+  }
+}
