@@ -318,10 +318,15 @@ int merge(const tn::MergeCommand& command) {
   return kExitOk;
 }
 
-template <class... Handlers>
-struct Overloaded : Handlers... {
-  using Handlers::operator()...;
-};
+int run(const tn::CliCommand& command) {
+  if (const auto* tune_command = std::get_if<tn::TuneCommand>(&command)) return tune(*tune_command);
+  if (const auto* show_command = std::get_if<tn::ShowCommand>(&command)) return show(*show_command);
+  if (const auto* merge_command = std::get_if<tn::MergeCommand>(&command)) {
+    return merge(*merge_command);
+  }
+  std::cout << tn::usage_text();
+  return kExitOk;
+}
 
 }  // namespace
 
@@ -334,14 +339,7 @@ int main(int argc, char** argv) {
     return kExitUsage;
   }
   try {
-    return std::visit(Overloaded{[](const tn::HelpCommand&) {
-                                   std::cout << tn::usage_text();
-                                   return kExitOk;
-                                 },
-                                 [](const tn::TuneCommand& c) { return tune(c); },
-                                 [](const tn::ShowCommand& c) { return show(c); },
-                                 [](const tn::MergeCommand& c) { return merge(c); }},
-                      command);
+    return run(command);
   } catch (const tn::driver::DriverUnavailable& e) {
     std::cerr
         << "tilenorm-tune: no GPU available (" << e.what()

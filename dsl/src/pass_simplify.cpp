@@ -1,3 +1,5 @@
+#include <cmath>
+
 #include "eval.hpp"
 #include "rewrite.hpp"
 #include "tilenorm/dsl/passes.hpp"
@@ -9,9 +11,11 @@ using ir::Node;
 using ir::NodeId;
 using ir::Op;
 
+// Compares bit patterns, so that +0 and -0 differ: x + (-0) is x for every x, while x + (+0)
+// turns -0 into +0 and is not an identity.
 bool is_constant(const ir::Graph& g, NodeId id, double value) {
   const Node& n = g.node(id);
-  return n.op == Op::constant && n.value == value;
+  return n.op == Op::constant && n.value == value && std::signbit(n.value) == std::signbit(value);
 }
 
 NodeId simplify_node(const Node& node, ir::Graph& g) {
@@ -32,8 +36,8 @@ NodeId simplify_node(const Node& node, ir::Graph& g) {
   auto keeps_shape = [&](NodeId kept) { return g.node(kept).shape == ir::broadcast(g.node(a).shape, g.node(b).shape); };
   switch (node.op) {
     case Op::add:
-      if (is_constant(g, b, 0.0) && keeps_shape(a)) return a;
-      if (is_constant(g, a, 0.0) && keeps_shape(b)) return b;
+      if (is_constant(g, b, -0.0) && keeps_shape(a)) return a;
+      if (is_constant(g, a, -0.0) && keeps_shape(b)) return b;
       break;
     case Op::sub:
       if (is_constant(g, b, 0.0) && keeps_shape(a)) return a;

@@ -22,11 +22,15 @@ ir::Program layer_norm_program(LayerNormAffine affine) {
       p.output("y", normalized);
       return;
     }
-    auto scaled = normalized * p.column("weight");
+    // Slots are declared in statements of their own: the order of evaluation inside one
+    // expression is unspecified, and slot order is part of the program's identity.
+    auto weight = p.column("weight");
+    auto scaled = normalized * weight;
     if (affine == LayerNormAffine::weight_only) {
       p.output("y", scaled);
     } else {
-      p.output("y", scaled + p.column("bias"));
+      auto bias = p.column("bias");
+      p.output("y", scaled + bias);
     }
   });
 }
@@ -38,7 +42,8 @@ ir::Program rms_norm_program(bool with_weight) {
     auto rstd = rsqrt(mean(x * x) + eps);
     p.save("rstd", rstd);
     if (with_weight) {
-      p.output("y", x * rstd * p.column("weight"));
+      auto weight = p.column("weight");  // declared on its own: see layer_norm_program
+      p.output("y", x * rstd * weight);
     } else {
       p.output("y", x * rstd);
     }

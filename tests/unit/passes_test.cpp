@@ -316,8 +316,9 @@ TEST_CASE("simplify: removes identities") {
   auto w = p.column("w");
   auto times_one = x * 1.0;
   auto one_times = 1.0 * times_one;
-  auto plus_zero = one_times + 0.0;
-  auto zero_plus = 0.0 + plus_zero;
+  // Only -0 is an additive identity: x + (+0) would turn x = -0 into +0.
+  auto plus_zero = one_times + (-0.0);
+  auto zero_plus = -0.0 + plus_zero;
   auto minus_zero = zero_plus - 0.0;
   auto over_one = minus_zero / 1.0;
   auto double_negation = -(-over_one);
@@ -334,8 +335,15 @@ TEST_CASE("simplify: cascades, so a folded constant can enable an identity") {
   auto one = exp(constant(x, 0.0));
   auto zero = constant(x, 2.0) - constant(x, 2.0);
   auto scaled = x * one;
-  p.output("y", scaled + zero);
+  p.output("y", scaled - zero);
   CHECK(output_expression(passes::simplify(std::move(p).build())) == "x");
+}
+
+TEST_CASE("simplify: adding +0 is kept, because it changes -0 into +0") {
+  dsl::ProgramBuilder<struct SignedZeroTag> p("signed_zero");
+  auto x = p.input("x");
+  p.output("y", x + 0.0);
+  CHECK(output_expression(passes::simplify(std::move(p).build())) == "add(0, x)");
 }
 
 TEST_CASE("simplify: keeps what is not an identity and never drops a broadcast") {

@@ -12,7 +12,8 @@
 
 namespace tilenorm {
 
-// Values uniform in [low, high), rounded to `dtype` (so the device reads them exactly).
+// Values uniform in [low, high), rounded to `dtype` (so the device reads them exactly);
+// rounding can move a value onto `high`.
 std::vector<double> random_values(std::size_t count, std::uint64_t seed, double low, double high, DType dtype);
 
 // Storage bytes of `values` rounded to `dtype`, and back.
