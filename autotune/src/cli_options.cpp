@@ -27,8 +27,8 @@ options:
                        layer_norm_no_affine, rms_norm, rms_norm_no_weight
   --dtype T[,...]      bf16, fp16 or fp32, or IO/PARAM such as bf16/fp32 (default: bf16,fp32)
   --n N[,...]          row lengths (hidden sizes) to tune; required unless --all
-  --m M[,...]          row counts to time (default per N: 2^26/N rounded to a power of two,
-                       and 256)
+  --m M[,...]          row counts to time (default per N: 2^26/N rounded up to a power
+                       of two, and 256)
   --all                every built-in kernel x {bf16, fp32} x N in {128, 256, 512, 1024, 2048,
                        2880, 4096, 5120, 7168, 8192, 12288, 16384, 32768, 65536, 131072,
                        262144}; --kernel, --dtype and --n narrow it

@@ -15,6 +15,7 @@
 #include "tilenorm/runtime/driver.hpp"
 #include "tilenorm/runtime/heuristics.hpp"
 #include "tilenorm/runtime/runtime.hpp"
+#include "tilenorm/runtime/tuning_db.hpp"
 
 namespace tilenorm {
 namespace {
@@ -463,8 +464,8 @@ void validate(const TuneShape& shape) {
 
 std::vector<std::int64_t> default_row_counts(std::int64_t n) {
   if (n < 1) throw Error("default_row_counts: N must be at least 1, got " + std::to_string(n));
-  const double target = static_cast<double>(std::max<std::int64_t>(1, kBandwidthElements / n));
-  const auto bandwidth_rows = static_cast<std::int64_t>(std::exp2(std::round(std::log2(target))));
+  // Rounded up: the benchmark's M = 2^26 / N then falls in the very bucket that was tuned.
+  const std::int64_t bandwidth_rows = m_bucket(std::max<std::int64_t>(1, kBandwidthElements / n));
   if (bandwidth_rows == kSmallBatchRows) return {bandwidth_rows};
   return {bandwidth_rows, kSmallBatchRows};
 }

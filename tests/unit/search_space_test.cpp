@@ -209,14 +209,18 @@ TEST_CASE("search space: short_config names every field") {
         "tpr=1024 rpc=1 vec=4 global");
 }
 
-TEST_CASE("tuner: default row counts are the bandwidth regime and a small batch") {
+TEST_CASE("tuner: default row counts are the bandwidth regime's M bucket and a small batch") {
   CHECK(tilenorm::default_row_counts(4096) == std::vector<std::int64_t>{16384, 256});
-  CHECK(tilenorm::default_row_counts(2880) ==
-        std::vector<std::int64_t>{32768, 256});  // 23302 -> 2^15
-  CHECK(tilenorm::default_row_counts(5120) ==
-        std::vector<std::int64_t>{16384, 256});  // 13107 -> 2^14
+  // 2^26 / N rounded up to a power of two: the bucket the benchmark's M = 2^26 / N falls in.
+  CHECK(tilenorm::default_row_counts(2880) == std::vector<std::int64_t>{32768, 256});  // 23301
+  CHECK(tilenorm::default_row_counts(7168) == std::vector<std::int64_t>{16384, 256});  // 9362
+  CHECK(tilenorm::default_row_counts(12288) == std::vector<std::int64_t>{8192, 256});  // 5461
   CHECK(tilenorm::default_row_counts(262144) == std::vector<std::int64_t>{256});
   CHECK(tilenorm::default_row_counts(std::int64_t{1} << 28) == std::vector<std::int64_t>{1, 256});
+  for (std::int64_t n : tilenorm::all_hidden_sizes()) {
+    CHECK(tilenorm::default_row_counts(n).front() ==
+          tilenorm::m_bucket((std::int64_t{1} << 26) / n));
+  }
   CHECK_THROWS_AS(tilenorm::default_row_counts(0), tilenorm::Error);
 }
 

@@ -27,7 +27,8 @@ struct TuneShape {
 };
 
 // The default M values for row length `n`: the bandwidth regime, 2^26 / N rows (at least 1)
-// rounded to the nearest power of two, and a small batch of 256 rows (once if they coincide).
+// rounded up to a power of two (its M bucket), and a small batch of 256 rows (once if they
+// coincide).
 std::vector<std::int64_t> default_row_counts(std::int64_t n);
 
 struct CandidateFailure {
