@@ -63,12 +63,33 @@ struct Workload {
   tilenorm::ColumnView column(const driver::DeviceBuffer& b) const { return {reinterpret_cast<void*>(b.get()), kDType, kCols}; }
 };
 
+double milliseconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+}
+
+// A cold start compiles with NVRTC; a warm start reads the CUBIN from the disk cache.
+void report_compile_times(const std::string& arch) {
+  const tilenorm::LoweredProgram lowered = tilenorm::lower(tilenorm::kernels::builtin_program("layer_norm"));
+  const tilenorm::KernelSpec spec{kDType, kDType, kCols,
+                                  tilenorm::heuristic_config(lowered, kDType, kDType, kCols, tilenorm::DeviceLimits::hopper())};
+  auto started = std::chrono::steady_clock::now();
+  tilenorm::build_kernel(lowered, spec, arch, /*use_disk_cache=*/false);
+  const double cold_ms = milliseconds_since(started);
+  tilenorm::build_kernel(lowered, spec, arch);  // make sure the disk cache holds it
+  started = std::chrono::steady_clock::now();
+  const tilenorm::BuiltKernel warm = tilenorm::build_kernel(lowered, spec, arch);
+  const double warm_ms = milliseconds_since(started);
+  std::printf("layer_norm kernel: cold compile (NVRTC) %.1f ms, warm load from the disk cache %.2f ms%s\n\n", cold_ms,
+              warm_ms, warm.from_disk_cache ? "" : " (NOT from the cache)");
+}
+
 int run_on_gpu() {
   tilenorm::Runtime runtime;
   std::cout << "tilenorm demo on " << runtime.device_name() << " (" << runtime.arch() << "), bf16 [" << kRows << " x " << kCols
             << "]\n";
   const double ceiling = tilenorm::measure_copy_ceiling_tbps();
-  std::printf("copy ceiling (2 GiB device-to-device, read + write): %.2f TB/s\n\n", ceiling);
+  std::printf("copy ceiling (2 GiB device-to-device, read + write): %.2f TB/s\n", ceiling);
+  report_compile_times(runtime.arch());
   driver::ScopedContext scope(driver::primary_context(0));
   Workload work;
   driver::Stream stream;
@@ -92,7 +113,7 @@ int run_on_gpu() {
     const auto started = std::chrono::steady_clock::now();
     launch(0);
     stream.synchronize();
-    const double first_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
+    const double first_ms = milliseconds_since(started);
     const tilenorm::CheckReport report = tilenorm::check_against_interpreter(
         norm, {.io_dtype = kDType, .param_dtype = kDType, .rows = kRows, .cols = kCols, .seed = 4242, .reference_rows = 512});
     const double us = tilenorm::median_time_us(launch, stream.get(), {10, 50});

@@ -198,20 +198,21 @@ int dry_run(const tn::TuneCommand& command) {
 }
 
 void print_results(const tn::TuneReport& report, bool quiet) {
-  Table table({"kernel", "dtype", "N", "M", "chosen config", "us", "TB/s", "% copy", "heuristic us",
-               "speedup", "candidates t/p/f/timed"});
+  Table table({"kernel", "dtype", "N", "M", "chosen config", "us", "TB/s", "% copy",
+               "heuristic config", "heuristic us", "speedup", "candidates t/p/f/timed"});
   for (const tn::TuneResult& r : report.results) {
     const std::string dtype = tn::tuning_dtype_key(r.io_dtype, r.param_dtype);
     const std::string counts = std::to_string(r.total) + "/" + std::to_string(r.pruned) + "/" +
                                std::to_string(r.failed) + "/" + std::to_string(r.timed);
     if (!r.ok) {
       table.add({r.kernel, dtype, std::to_string(r.n), std::to_string(r.m), "FAILED", "-", "-", "-",
-                 "-", "-", counts});
+                 tn::short_config(r.heuristic), "-", "-", counts});
       continue;
     }
     table.add({r.kernel, dtype, std::to_string(r.n), std::to_string(r.m),
                tn::short_config(r.chosen), fixed(r.median_us, 2), fixed(r.tbps, 2),
-               fixed(r.percent_of_copy, 1), r.heuristic_us > 0 ? fixed(r.heuristic_us, 2) : "-",
+               fixed(r.percent_of_copy, 1), tn::short_config(r.heuristic),
+               r.heuristic_us > 0 ? fixed(r.heuristic_us, 2) : "-",
                r.speedup > 0 ? fixed(r.speedup, 2) + "x" : "-", counts});
   }
   std::cout << "\n";

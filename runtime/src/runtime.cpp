@@ -148,6 +148,10 @@ struct Norm::State {
   ir::Program program;
   LoweredProgram lowered;
   std::string hash;
+  // Names and labels for error messages, made once so that validating a launch allocates
+  // nothing unless it fails.
+  std::vector<std::string> output_names, stat_names;
+  std::vector<std::string> input_labels, output_labels, column_labels, stat_labels;
   mutable std::shared_mutex mutex;
   mutable std::unordered_map<LaunchKey, LoadedKernel, LaunchKeyHash> kernels;
 
@@ -161,9 +165,6 @@ struct Norm::State {
         fail("expected " + std::to_string(names.size()) + " " + kind + " (" + list + "), got " + std::to_string(got));
       }
     };
-    std::vector<std::string> output_names, stat_names;
-    for (const auto& o : program.row_outputs) output_names.push_back(o.name);
-    for (const auto& o : program.row_stats) stat_names.push_back(o.name);
     expect_count(args.row_inputs.size(), program.row_inputs, "row inputs");
     expect_count(args.row_outputs.size(), output_names, "row outputs");
     expect_count(args.columns.size(), program.columns, "columns");
@@ -204,13 +205,13 @@ struct Norm::State {
       narrow_vec(reinterpret_cast<std::uintptr_t>(t.data), size);
       narrow_vec(static_cast<std::uintptr_t>(t.row_stride) * size, size);
     };
-    for (std::size_t i = 0; i < args.row_inputs.size(); ++i) check_rows(args.row_inputs[i], "row input '" + program.row_inputs[i] + "'");
-    for (std::size_t i = 0; i < args.row_outputs.size(); ++i) check_rows(args.row_outputs[i], "row output '" + output_names[i] + "'");
+    for (std::size_t i = 0; i < args.row_inputs.size(); ++i) check_rows(args.row_inputs[i], input_labels[i]);
+    for (std::size_t i = 0; i < args.row_outputs.size(); ++i) check_rows(args.row_outputs[i], output_labels[i]);
 
     shape.param_dtype = args.columns.empty() ? shape.io_dtype : args.columns[0].dtype;
     for (std::size_t i = 0; i < args.columns.size(); ++i) {
       const ColumnView& c = args.columns[i];
-      const std::string what = "column '" + program.columns[i] + "'";
+      const std::string& what = column_labels[i];
       if (c.dtype != shape.param_dtype) {
         fail(what + " has dtype " + std::string(dtype_name(c.dtype)) + " but '" + program.columns[0] + "' is " +
              std::string(dtype_name(shape.param_dtype)));
@@ -225,7 +226,7 @@ struct Norm::State {
     for (std::size_t i = 0; i < args.row_stats.size(); ++i) {
       const RowStatView& s = args.row_stats[i];
       if (!s.data) continue;  // not wanted
-      const std::string what = "row statistic '" + stat_names[i] + "'";
+      const std::string& what = stat_labels[i];
       if (s.rows != shape.rows) fail(what + " has " + std::to_string(s.rows) + " rows but the input has " + std::to_string(shape.rows));
       if (!aligned(s.data, sizeof(float))) fail(what + " is misaligned: its address must be a multiple of 4 bytes");
     }
@@ -329,11 +330,10 @@ struct Norm::State {
       pointers[i] = &v;
     }
     driver::ScopedContext scope(runtime->context);
-    driver::check(driver::api().cuLaunchKernel(k.function, static_cast<unsigned>(blocks), 1, 1,
-                                               static_cast<unsigned>(k.generated.threads_per_block), 1, 1,
-                                               static_cast<unsigned>(k.generated.dynamic_shared_bytes),
-                                               reinterpret_cast<CUstream>(stream), pointers.data(), nullptr),
-                  "cuLaunchKernel " + k.generated.name);
+    const CUresult launched = driver::api().cuLaunchKernel(
+        k.function, static_cast<unsigned>(blocks), 1, 1, static_cast<unsigned>(k.generated.threads_per_block), 1, 1,
+        static_cast<unsigned>(k.generated.dynamic_shared_bytes), reinterpret_cast<CUstream>(stream), pointers.data(), nullptr);
+    if (launched != CUDA_SUCCESS) driver::check(launched, "cuLaunchKernel " + k.generated.name);
   }
 };
 
@@ -370,6 +370,17 @@ Norm Runtime::load(const ir::Program& program) {
   state->program = program;
   state->lowered = lower(program);
   state->hash = program.hash();
+  auto label = [](const char* kind, const std::string& name) { return std::string(kind) + " '" + name + "'"; };
+  for (const auto& name : program.row_inputs) state->input_labels.push_back(label("row input", name));
+  for (const auto& o : program.row_outputs) {
+    state->output_names.push_back(o.name);
+    state->output_labels.push_back(label("row output", o.name));
+  }
+  for (const auto& name : program.columns) state->column_labels.push_back(label("column", name));
+  for (const auto& o : program.row_stats) {
+    state->stat_names.push_back(o.name);
+    state->stat_labels.push_back(label("row statistic", o.name));
+  }
   return Norm(std::move(state));
 }
 
