@@ -289,7 +289,8 @@ struct Plan {
 
 struct ShapeOutcome {
   std::vector<TuneResult> results;
-  std::vector<TuningEntry> entries;
+  std::vector<TuningEntry> entries;  // for the results that are ok
+  std::string aborted;               // why the sweep must stop, when it must
 };
 
 TuneResult blank_result(const Plan& plan, std::int64_t m) {
@@ -315,17 +316,26 @@ void time_rows(const Norm& norm, const Plan& plan, const Session& session,
   Timer timer(norm, sets, session.queue_blocker);
   const std::string stage = "timing " + shape_name(plan.shape) + " M=" + std::to_string(result.m);
 
-  std::vector<std::pair<double, KernelConfig>> first_round;
-  for (const KernelConfig& config : checked) {
+  // A launch that fails drops the configuration for this M, with the reason.
+  auto try_time = [&](const KernelConfig& config, int count, std::vector<double>& samples) {
     try {
-      std::vector<double> samples;
-      timer.time(config, options.warmup_launches, options.repeats, samples);
-      first_round.emplace_back(median(samples), config);
+      timer.time(config, options.warmup_launches, count, samples);
+      return true;
     } catch (const driver::CudaError& e) {
       ensure_context_usable("launching " + short_config(config));
       result.failures.push_back({config, "launch failed: " + std::string(e.what())});
-      ++result.failed;
+    } catch (const Error& e) {
+      result.failures.push_back({config, "launch failed: " + std::string(e.what())});
     }
+    if (plan.heuristic_in_space || !(config == plan.heuristic)) ++result.failed;
+    return false;
+  };
+
+  std::vector<std::pair<double, KernelConfig>> first_round;
+  for (const KernelConfig& config : checked) {
+    std::vector<double> samples;
+    if (try_time(config, options.repeats, samples))
+      first_round.emplace_back(median(samples), config);
     progress.step(stage);
   }
   result.timed = first_round.size();
@@ -344,36 +354,49 @@ void time_rows(const Norm& norm, const Plan& plan, const Session& session,
        ++i) {
     finalists.push_back(first_round[i].second);
   }
-  if (heuristic_checked &&
+  // The heuristic joins unless it failed: in the check, or (when in the space) in this round.
+  const bool heuristic_survived =
+      heuristic_checked &&
+      (!plan.heuristic_in_space ||
+       std::any_of(first_round.begin(), first_round.end(),
+                   [&](const auto& timed) { return timed.second == plan.heuristic; }));
+  if (heuristic_survived &&
       std::find(finalists.begin(), finalists.end(), plan.heuristic) == finalists.end()) {
     finalists.push_back(plan.heuristic);
   }
   std::vector<std::vector<double>> samples(finalists.size());
+  std::vector<bool> alive(finalists.size(), true);
   const int per_round = std::max(1, options.final_repeats / kFinalRounds);
   for (int round = 0; round < kFinalRounds; ++round) {
     for (std::size_t f = 0; f < finalists.size(); ++f) {
-      timer.time(finalists[f], options.warmup_launches, per_round, samples[f]);
+      if (alive[f]) alive[f] = try_time(finalists[f], per_round, samples[f]);
     }
   }
 
-  std::size_t best = 0;
-  std::vector<double> medians;
+  std::optional<std::size_t> best;
+  std::vector<double> medians(finalists.size(), 0.0);
   for (std::size_t f = 0; f < finalists.size(); ++f) {
-    medians.push_back(median(samples[f]));
-    if (medians[f] < medians[best]) best = f;
+    if (!alive[f]) continue;
+    medians[f] = median(samples[f]);
+    if (!best || medians[f] < medians[*best]) best = f;
+  }
+  if (!best) {
+    result.error = "every finalist failed to launch (" + result.failures.back().reason + ")";
+    return;
   }
   const ir::Program& program = norm.program();
   const double bytes = static_cast<double>(program.row_inputs.size() + program.row_outputs.size()) *
                        static_cast<double>(result.m) * static_cast<double>(plan.shape.n) *
                        static_cast<double>(dtype_size(plan.shape.io_dtype));
   result.ok = true;
-  result.chosen = finalists[best];
-  result.median_us = medians[best];
+  result.chosen = finalists[*best];
+  result.median_us = medians[*best];
   result.tbps = bytes / (result.median_us * 1e-6) / 1e12;
   result.percent_of_copy = session.copy_tbps > 0 ? 100.0 * result.tbps / session.copy_tbps : 0;
   const auto heuristic = std::find(finalists.begin(), finalists.end(), plan.heuristic);
-  if (heuristic != finalists.end()) {
-    result.heuristic_us = medians[static_cast<std::size_t>(heuristic - finalists.begin())];
+  const auto heuristic_index = static_cast<std::size_t>(heuristic - finalists.begin());
+  if (heuristic != finalists.end() && alive[heuristic_index]) {
+    result.heuristic_us = medians[heuristic_index];
     result.speedup = result.heuristic_us / result.median_us;
   }
 }
@@ -384,7 +407,9 @@ ShapeOutcome tune_shape(Runtime& runtime, const Plan& plan, const Session& sessi
   ShapeOutcome outcome;
   for (std::int64_t m : shape.row_counts) outcome.results.push_back(blank_result(plan, m));
   auto fail_all = [&](const std::string& error) {
-    for (TuneResult& result : outcome.results) result.error = error;
+    for (TuneResult& result : outcome.results) {
+      if (!result.ok && result.error.empty()) result.error = error;
+    }
   };
   try {
     const Norm norm = runtime.load(shape.program);
@@ -435,8 +460,9 @@ ShapeOutcome tune_shape(Runtime& runtime, const Plan& plan, const Session& sessi
              reflect::to_json(result.chosen), result.median_us, result.tbps, utc_date_time_now()});
       }
     }
-  } catch (const ContextLost&) {
-    throw;
+  } catch (const ContextLost& e) {
+    outcome.aborted = e.what();
+    fail_all("not finished: the sweep stopped");
   } catch (const Error& e) {
     fail_all(e.what());
   }
@@ -532,19 +558,18 @@ TuneReport tune(const std::vector<TuneShape>& shapes, const TuneOptions& options
   std::size_t progress_end = 0;
   for (const Plan& plan : plans) {
     progress_end += plan.progress_units;
-    try {
-      ShapeOutcome outcome = tune_shape(runtime, plan, session, progress, progress_end);
-      report.results.insert(report.results.end(), outcome.results.begin(), outcome.results.end());
-      if (!options.db_path.empty() && !outcome.entries.empty()) {
-        try {
-          upsert_entries(options.db_path, outcome.entries);
-        } catch (const Error& e) {
-          report.aborted = "writing the tuning database failed: " + std::string(e.what());
-          return report;
-        }
+    ShapeOutcome outcome = tune_shape(runtime, plan, session, progress, progress_end);
+    report.results.insert(report.results.end(), outcome.results.begin(), outcome.results.end());
+    if (!options.db_path.empty() && !outcome.entries.empty()) {
+      try {
+        upsert_entries(options.db_path, outcome.entries);
+      } catch (const Error& e) {
+        report.aborted = "writing the tuning database failed: " + std::string(e.what());
+        return report;
       }
-    } catch (const ContextLost& e) {
-      report.aborted = e.what();
+    }
+    if (!outcome.aborted.empty()) {
+      report.aborted = outcome.aborted;
       return report;
     }
   }

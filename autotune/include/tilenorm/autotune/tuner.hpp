@@ -85,7 +85,8 @@ struct TuneReport {
   double copy_tbps = 0;  // cuMemcpyDtoD ceiling: bytes read + written per second / 1e12
   std::vector<TuneResult> results;
   // Set when the sweep had to stop early (the CUDA context became unusable, or the database
-  // could not be written); `results` then holds what finished before.
+  // could not be written); `results` then ends with the shape being tuned, its unfinished M
+  // values marked failed, and winners found before were still written.
   std::string aborted;
 };
 
