@@ -132,7 +132,7 @@ constexpr std::int64_t kSweepSizes[] = {1, 7, 128, 1000, 1024, 4096, 5120, 12345
 TEST_CASE("codegen: the source bakes in N and names the kernel after the program") {
   for (const auto& name : builtin_names()) {
     CAPTURE(name);
-    const auto& program = lowered(name);
+    const tilenorm::LoweredProgram program = lowered(name);
     const KernelSpec spec = heuristic_spec(program, DType::bf16, 4096);
     const auto kernel = tilenorm::generate_cuda(program, spec);
     CHECK(kernel.name == "tilenorm_" + name);
@@ -160,7 +160,7 @@ TEST_CASE("codegen: the parameter list is in the order GeneratedKernel::params g
     for (const auto& [io, param] : dtypes) {
       CAPTURE(name);
       CAPTURE(tilenorm::dtype_name(io));
-      const auto& program = lowered(name);
+      const tilenorm::LoweredProgram program = lowered(name);
       const KernelSpec spec{io, param, 1000, config(128, 2, 4, RowStorage::registers)};
       const auto kernel = tilenorm::generate_cuda(program, spec);
       const auto declared = declared_parameters(kernel);
@@ -190,7 +190,7 @@ TEST_CASE("codegen: the device prelude holds nothing specific to one norm") {
 }
 
 TEST_CASE("codegen: shared storage asks for dynamic shared memory, the others do not") {
-  const auto& program = lowered("layer_norm");
+  const tilenorm::LoweredProgram program = lowered("layer_norm");
   for (RowStorage storage : {RowStorage::registers, RowStorage::shared, RowStorage::global}) {
     CAPTURE(tilenorm::row_storage_name(storage));
     const KernelSpec spec{DType::bf16, DType::bf16, 5120, config(256, 2, 8, storage)};
@@ -262,7 +262,7 @@ TEST_CASE("codegen: generate_cuda refuses what config_problem reports") {
 TEST_CASE("codegen: the heuristic gives a valid configuration for every kernel, dtype and N") {
   const auto limits = tilenorm::DeviceLimits::hopper();
   for (const auto& name : builtin_names()) {
-    const auto& program = lowered(name);
+    const tilenorm::LoweredProgram program = lowered(name);
     for (DType dtype : tilenorm::kAllDTypes) {
       for (std::int64_t n : kSweepSizes) {
         CAPTURE(name);
@@ -281,7 +281,7 @@ TEST_CASE("codegen: the heuristic gives a valid configuration for every kernel, 
 }
 
 TEST_CASE("codegen: the heuristic keeps rows in registers, then shared memory, then global") {
-  const auto& program = lowered("rms_norm");
+  const tilenorm::LoweredProgram program = lowered("rms_norm");
   auto storage = [&](DType dtype, std::int64_t n) {
     return static_cast<RowStorage>(heuristic_spec(program, dtype, n).config.row_storage);
   };
