@@ -255,6 +255,9 @@ void DeviceBuffer::release() noexcept {
 void DeviceBuffer::upload(const void* host, std::size_t bytes) {
   check_copy_size("upload", bytes, bytes_);
   if (bytes > 0) check(api().cuMemcpyHtoD(pointer_, host, bytes), "cuMemcpyHtoD");
+  // cuMemcpyHtoD may return before the DMA lands, and work on non-blocking streams is not
+  // ordered after it: finish it here so the buffer holds the data when this returns.
+  check(api().cuCtxSynchronize(), "cuCtxSynchronize after cuMemcpyHtoD");
 }
 
 void DeviceBuffer::download(void* host, std::size_t bytes) const {
@@ -264,6 +267,8 @@ void DeviceBuffer::download(void* host, std::size_t bytes) const {
 
 void DeviceBuffer::fill_bytes(unsigned char value) {
   if (bytes_ > 0) check(api().cuMemsetD8(pointer_, value, bytes_), "cuMemsetD8");
+  // As in upload(): a non-blocking stream would not wait for this memset.
+  check(api().cuCtxSynchronize(), "cuCtxSynchronize after cuMemsetD8");
 }
 
 Stream::Stream(unsigned int flags) {

@@ -73,7 +73,8 @@ void check_program(const tilenorm::ir::Program& program) {
           CAPTURE(tilenorm::dtype_name(dtype));
           CAPTURE(n);
           CAPTURE(m);
-          CAPTURE(layout.name);
+          const std::string layout_name = layout.name;
+          CAPTURE(layout_name);
           CAPTURE(seed);
           const tilenorm::CheckReport report = tilenorm::check_against_interpreter(
               norm, {.io_dtype = dtype,
