@@ -12,6 +12,7 @@
 #include "tilenorm/dsl/error.hpp"
 #include "tilenorm/dsl/reflect.hpp"
 #include "tilenorm/runtime/check.hpp"
+#include "tilenorm/runtime/timing.hpp"
 #include "tilenorm/runtime/driver.hpp"
 #include "tilenorm/runtime/heuristics.hpp"
 #include "tilenorm/runtime/runtime.hpp"
@@ -21,7 +22,6 @@ namespace tilenorm {
 namespace {
 
 constexpr std::size_t kCopyBytes = std::size_t{1} << 30;
-constexpr int kCopyRepeats = 10;
 constexpr std::int64_t kBandwidthElements = std::int64_t{1} << 26;
 constexpr std::int64_t kSmallBatchRows = 256;
 constexpr std::int64_t kCheckReferenceRows = 16;
@@ -496,27 +496,6 @@ std::vector<std::int64_t> default_row_counts(std::int64_t n) {
   return {bandwidth_rows, kSmallBatchRows};
 }
 
-double measure_copy_tbps(std::size_t bytes) {
-  driver::DeviceBuffer source(bytes);
-  driver::DeviceBuffer destination(bytes);
-  source.fill_bytes(kInputFill);
-  auto copy = [&] {
-    driver::check(driver::api().cuMemcpyDtoD(destination.get(), source.get(), bytes),
-                  "cuMemcpyDtoD of " + std::to_string(bytes) + " bytes");
-  };
-  copy();  // warm-up
-  std::vector<double> seconds;
-  for (int i = 0; i < kCopyRepeats; ++i) {
-    // cuMemcpyDtoD runs on the legacy default stream, so the events go there too.
-    driver::Event start, end;
-    start.record(nullptr);
-    copy();
-    end.record(nullptr);
-    end.synchronize();
-    seconds.push_back(driver::Event::elapsed_ms(start, end) / 1e3);
-  }
-  return 2.0 * static_cast<double>(bytes) / median(seconds) / 1e12;
-}
 
 TuneReport tune(const std::vector<TuneShape>& shapes, const TuneOptions& options) {
   validate(options);
@@ -551,7 +530,7 @@ TuneReport tune(const std::vector<TuneShape>& shapes, const TuneOptions& options
     plans.push_back(std::move(plan));
   }
 
-  session.copy_tbps = measure_copy_tbps(kCopyBytes);
+  session.copy_tbps = measure_copy_ceiling_tbps(kCopyBytes);
   report.copy_tbps = session.copy_tbps;
   Runtime runtime(RuntimeOptions{0, false});
   Progress progress(options.on_progress, total_units);

@@ -94,8 +94,5 @@ struct TuneReport {
 // shape that cannot be tuned is reported in its results (ok == false), not thrown.
 TuneReport tune(const std::vector<TuneShape>& shapes, const TuneOptions& options);
 
-// Device-to-device copy bandwidth in TB/s (bytes read + written), from the median of several
-// cuMemcpyDtoD calls of `bytes` each, timed with events. Needs a current context.
-double measure_copy_tbps(std::size_t bytes);
 
 }  // namespace tilenorm
