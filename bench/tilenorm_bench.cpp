@@ -18,8 +18,8 @@
 #include "tilenorm/kernels/programs.hpp"
 #include "tilenorm/runtime/check.hpp"
 #include "tilenorm/runtime/driver.hpp"
-#include "tilenorm/runtime/timing.hpp"
 #include "tilenorm/runtime/runtime.hpp"
+#include "tilenorm/runtime/timing.hpp"
 #include "tilenorm/runtime/tuning_db.hpp"
 
 namespace {

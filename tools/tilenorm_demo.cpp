@@ -25,16 +25,20 @@ constexpr std::int64_t kCols = 4096;
 constexpr DType kDType = DType::bf16;
 
 int compile_only(const std::string& why) {
-  std::cout << "No GPU: " << why << "\nCompiling every built-in kernel for sm_90 instead (bf16, N = " << kCols << ").\n\n";
+  std::cout << "No GPU: " << why
+            << "\nCompiling every built-in kernel for sm_90 instead (bf16, N = " << kCols
+            << ").\n\n";
   std::printf("%-22s %12s %10s %8s %s\n", "kernel", "source (B)", "registers", "spills", "config");
   bool clean = true;
   for (const auto& kernel : tilenorm::kernels::builtin_kernels()) {
     const tilenorm::LoweredProgram lowered = tilenorm::lower(kernel.program);
     const tilenorm::KernelSpec spec{kDType, kDType, kCols,
-                                    tilenorm::heuristic_config(lowered, kDType, kDType, kCols, tilenorm::DeviceLimits::hopper())};
+                                    tilenorm::heuristic_config(lowered, kDType, kDType, kCols,
+                                                               tilenorm::DeviceLimits::hopper())};
     const tilenorm::BuiltKernel built = tilenorm::build_kernel(lowered, spec, "sm_90");
-    std::printf("%-22s %12zu %10d %8d %s\n", kernel.name.c_str(), built.generated.full_source().size(), built.registers,
-                built.spill_bytes, spec.config.describe().c_str());
+    std::printf("%-22s %12zu %10d %8d %s\n", kernel.name.c_str(),
+                built.generated.full_source().size(), built.registers, built.spill_bytes,
+                spec.config.describe().c_str());
     clean = clean && built.spill_bytes == 0 && built.registers > 0;
   }
   return clean ? 0 : 1;
@@ -49,7 +53,8 @@ struct Workload {
   Workload() : weight(kCols * 2), bias(kCols * 2), mean(kRows * 4), rstd(kRows * 4) {
     const std::size_t bytes = kRows * kCols * tilenorm::dtype_size(kDType);
     for (int s = 0; s < kSets; ++s) {
-      const auto values = tilenorm::encode(tilenorm::random_values(kRows * kCols, 100 + s, -3, 3, kDType), kDType);
+      const auto values =
+          tilenorm::encode(tilenorm::random_values(kRows * kCols, 100 + s, -3, 3, kDType), kDType);
       x.emplace_back(bytes).upload(values.data(), bytes);
       y.emplace_back(bytes);
     }
@@ -60,18 +65,23 @@ struct Workload {
   tilenorm::TensorView view(const driver::DeviceBuffer& b) const {
     return tilenorm::TensorView::contiguous(reinterpret_cast<void*>(b.get()), kDType, kRows, kCols);
   }
-  tilenorm::ColumnView column(const driver::DeviceBuffer& b) const { return {reinterpret_cast<void*>(b.get()), kDType, kCols}; }
+  tilenorm::ColumnView column(const driver::DeviceBuffer& b) const {
+    return {reinterpret_cast<void*>(b.get()), kDType, kCols};
+  }
 };
 
 double milliseconds_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+      .count();
 }
 
 // A cold start compiles with NVRTC; a warm start reads the CUBIN from the disk cache.
 void report_compile_times(const std::string& arch) {
-  const tilenorm::LoweredProgram lowered = tilenorm::lower(tilenorm::kernels::builtin_program("layer_norm"));
-  const tilenorm::KernelSpec spec{kDType, kDType, kCols,
-                                  tilenorm::heuristic_config(lowered, kDType, kDType, kCols, tilenorm::DeviceLimits::hopper())};
+  const tilenorm::LoweredProgram lowered =
+      tilenorm::lower(tilenorm::kernels::builtin_program("layer_norm"));
+  const tilenorm::KernelSpec spec{
+      kDType, kDType, kCols,
+      tilenorm::heuristic_config(lowered, kDType, kDType, kCols, tilenorm::DeviceLimits::hopper())};
   auto started = std::chrono::steady_clock::now();
   tilenorm::build_kernel(lowered, spec, arch, /*use_disk_cache=*/false);
   const double cold_ms = milliseconds_since(started);
@@ -79,14 +89,16 @@ void report_compile_times(const std::string& arch) {
   started = std::chrono::steady_clock::now();
   const tilenorm::BuiltKernel warm = tilenorm::build_kernel(lowered, spec, arch);
   const double warm_ms = milliseconds_since(started);
-  std::printf("layer_norm kernel: cold compile (NVRTC) %.1f ms, warm load from the disk cache %.2f ms%s\n\n", cold_ms,
-              warm_ms, warm.from_disk_cache ? "" : " (NOT from the cache)");
+  std::printf(
+      "layer_norm kernel: cold compile (NVRTC) %.1f ms, warm load from the disk cache %.2f "
+      "ms%s\n\n",
+      cold_ms, warm_ms, warm.from_disk_cache ? "" : " (NOT from the cache)");
 }
 
 int run_on_gpu() {
   tilenorm::Runtime runtime;
-  std::cout << "tilenorm demo on " << runtime.device_name() << " (" << runtime.arch() << "), bf16 [" << kRows << " x " << kCols
-            << "]\n";
+  std::cout << "tilenorm demo on " << runtime.device_name() << " (" << runtime.arch() << "), bf16 ["
+            << kRows << " x " << kCols << "]\n";
   const double ceiling = tilenorm::measure_copy_ceiling_tbps();
   std::printf("copy ceiling (2 GiB device-to-device, read + write): %.2f TB/s\n", ceiling);
   report_compile_times(runtime.arch());
@@ -94,18 +106,21 @@ int run_on_gpu() {
   Workload work;
   driver::Stream stream;
   const auto s = reinterpret_cast<tilenorm::Stream>(stream.get());
-  std::printf("%-11s %-9s %-44s %13s %9s %7s %8s\n", "op", "check", "config (source)", "first call ms", "us", "TB/s", "ceiling");
+  std::printf("%-11s %-9s %-44s %13s %9s %7s %8s\n", "op", "check", "config (source)",
+              "first call ms", "us", "TB/s", "ceiling");
   bool all_ok = true;
   for (const std::string op : {"layer_norm", "rms_norm"}) {
     const tilenorm::Norm& norm = runtime.builtin(op);
     auto launch = [&](int i) {
       const int set = i % Workload::kSets;
       if (op == "layer_norm") {
-        tilenorm::layer_norm(runtime, work.view(work.x[set]), work.column(work.weight), work.column(work.bias),
-                             work.view(work.y[set]), 1e-5f, s, {reinterpret_cast<float*>(work.mean.get()), kRows},
+        tilenorm::layer_norm(runtime, work.view(work.x[set]), work.column(work.weight),
+                             work.column(work.bias), work.view(work.y[set]), 1e-5f, s,
+                             {reinterpret_cast<float*>(work.mean.get()), kRows},
                              {reinterpret_cast<float*>(work.rstd.get()), kRows});
       } else {
-        tilenorm::rms_norm(runtime, work.view(work.x[set]), work.column(work.weight), work.view(work.y[set]), 1e-5f, s,
+        tilenorm::rms_norm(runtime, work.view(work.x[set]), work.column(work.weight),
+                           work.view(work.y[set]), 1e-5f, s,
                            {reinterpret_cast<float*>(work.rstd.get()), kRows});
       }
     };
@@ -114,13 +129,20 @@ int run_on_gpu() {
     launch(0);
     stream.synchronize();
     const double first_ms = milliseconds_since(started);
-    const tilenorm::CheckReport report = tilenorm::check_against_interpreter(
-        norm, {.io_dtype = kDType, .param_dtype = kDType, .rows = kRows, .cols = kCols, .seed = 4242, .reference_rows = 512});
+    const tilenorm::CheckReport report =
+        tilenorm::check_against_interpreter(norm, {.io_dtype = kDType,
+                                                   .param_dtype = kDType,
+                                                   .rows = kRows,
+                                                   .cols = kCols,
+                                                   .seed = 4242,
+                                                   .reference_rows = 512});
     const double us = tilenorm::median_time_us(launch, stream.get(), {10, 50});
     const double tbps = 2.0 * kRows * kCols * tilenorm::dtype_size(kDType) / (us * 1e-6) / 1e12;
-    const std::string config = report.used.config.describe() + " (" + std::string(tilenorm::config_source_name(report.used.source)) + ")";
-    std::printf("%-11s %-9s %-44s %13.1f %9.1f %7.2f %7.1f%%\n", op.c_str(), report.ok() ? "ok" : "FAILED", config.c_str(),
-                first_ms, us, tbps, 100.0 * tbps / ceiling);
+    const std::string config = report.used.config.describe() + " (" +
+                               std::string(tilenorm::config_source_name(report.used.source)) + ")";
+    std::printf("%-11s %-9s %-44s %13.1f %9.1f %7.2f %7.1f%%\n", op.c_str(),
+                report.ok() ? "ok" : "FAILED", config.c_str(), first_ms, us, tbps,
+                100.0 * tbps / ceiling);
     if (!report.ok()) std::cout << "  " << report.describe() << "\n";
     all_ok = all_ok && report.ok();
   }
@@ -131,9 +153,11 @@ int run_on_gpu() {
 
 int main(int argc, char** argv) {
   if (argc > 1) {
-    std::cout << "usage: tilenorm-demo\n  Runs LayerNorm and RMSNorm (bf16, " << kRows << " x " << kCols
-              << ") on the GPU, checks them against the fp64 reference, and prints time, TB/s and the\n"
-                 "  fraction of the copy ceiling. Without a GPU, compiles every built-in kernel for sm_90.\n";
+    std::cout
+        << "usage: tilenorm-demo\n  Runs LayerNorm and RMSNorm (bf16, " << kRows << " x " << kCols
+        << ") on the GPU, checks them against the fp64 reference, and prints time, TB/s and the\n"
+           "  fraction of the copy ceiling. Without a GPU, compiles every built-in kernel for "
+           "sm_90.\n";
     return std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h" ? 0 : 2;
   }
   try {

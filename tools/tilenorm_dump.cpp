@@ -43,7 +43,8 @@ int to_int(const std::string& flag, const std::string& text) {
 }
 
 int storage_value(const std::string& text) {
-  for (auto s : {tilenorm::RowStorage::registers, tilenorm::RowStorage::shared, tilenorm::RowStorage::global}) {
+  for (auto s : {tilenorm::RowStorage::registers, tilenorm::RowStorage::shared,
+                 tilenorm::RowStorage::global}) {
     if (tilenorm::row_storage_name(s) == text) return static_cast<int>(s);
   }
   throw tilenorm::Error("--storage must be registers, shared or global, got '" + text + "'");
@@ -93,20 +94,24 @@ int main(int argc, char** argv) {
     if (kernel.empty()) throw tilenorm::Error("--kernel is required (see --help)");
     const bool any_override = tpr || rpc || vec || storage;
     if (any_override && !(tpr && rpc && vec && storage)) {
-      throw tilenorm::Error("give all of --threads-per-row, --rows-per-cta, --vec and --storage, or none");
+      throw tilenorm::Error(
+          "give all of --threads-per-row, --rows-per-cta, --vec and --storage, or none");
     }
-    const tilenorm::LoweredProgram lowered = tilenorm::lower(tilenorm::kernels::builtin_program(kernel));
+    const tilenorm::LoweredProgram lowered =
+        tilenorm::lower(tilenorm::kernels::builtin_program(kernel));
     tilenorm::KernelSpec spec{dtype, dtype, n, {}};
-    spec.config = any_override ? tilenorm::KernelConfig{*tpr, *rpc, *vec, *storage}
-                               : tilenorm::heuristic_config(lowered, spec.io_dtype, spec.param_dtype, n,
-                                                            tilenorm::DeviceLimits::hopper());
+    spec.config = any_override
+                      ? tilenorm::KernelConfig{*tpr, *rpc, *vec, *storage}
+                      : tilenorm::heuristic_config(lowered, spec.io_dtype, spec.param_dtype, n,
+                                                   tilenorm::DeviceLimits::hopper());
     if (ir_only || !source_only) std::cout << "// ---- IR\n" << lowered.to_string();
     if (ir_only) return 0;
     const tilenorm::GeneratedKernel generated = tilenorm::generate_cuda(lowered, spec);
     if (source_only) {
       std::cout << generated.full_source();
     } else {
-      std::cout << "// ---- CUDA (prelude omitted; --source-only includes it)\n" << generated.source;
+      std::cout << "// ---- CUDA (prelude omitted; --source-only includes it)\n"
+                << generated.source;
     }
     return 0;
   } catch (const std::exception& e) {

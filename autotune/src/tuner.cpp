@@ -12,10 +12,10 @@
 #include "tilenorm/dsl/error.hpp"
 #include "tilenorm/dsl/reflect.hpp"
 #include "tilenorm/runtime/check.hpp"
-#include "tilenorm/runtime/timing.hpp"
 #include "tilenorm/runtime/driver.hpp"
 #include "tilenorm/runtime/heuristics.hpp"
 #include "tilenorm/runtime/runtime.hpp"
+#include "tilenorm/runtime/timing.hpp"
 #include "tilenorm/runtime/tuning_db.hpp"
 
 namespace tilenorm {
@@ -495,7 +495,6 @@ std::vector<std::int64_t> default_row_counts(std::int64_t n) {
   if (bandwidth_rows == kSmallBatchRows) return {bandwidth_rows};
   return {bandwidth_rows, kSmallBatchRows};
 }
-
 
 TuneReport tune(const std::vector<TuneShape>& shapes, const TuneOptions& options) {
   validate(options);

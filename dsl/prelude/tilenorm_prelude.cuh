@@ -6,52 +6,90 @@ namespace tn {
 typedef unsigned short u16;
 typedef unsigned int u32;
 
-struct bf16 { u16 bits; };
-struct fp16 { u16 bits; };
+struct bf16 {
+  u16 bits;
+};
+struct fp16 {
+  u16 bits;
+};
 
 // ---- Conversions (round to nearest even, as the hardware instructions do).
-__device__ __forceinline__ float to_float(float v) { return v; }
-__device__ __forceinline__ float to_float(bf16 v) { return __uint_as_float(static_cast<u32>(v.bits) << 16); }
+__device__ __forceinline__ float to_float(float v) {
+  return v;
+}
+__device__ __forceinline__ float to_float(bf16 v) {
+  return __uint_as_float(static_cast<u32>(v.bits) << 16);
+}
 __device__ __forceinline__ float to_float(fp16 v) {
   float f;
   asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(v.bits));
   return f;
 }
 
-template <class T> __device__ __forceinline__ T from_float(float v);
-template <> __device__ __forceinline__ float from_float<float>(float v) { return v; }
-template <> __device__ __forceinline__ bf16 from_float<bf16>(float v) {
+template <class T>
+__device__ __forceinline__ T from_float(float v);
+template <>
+__device__ __forceinline__ float from_float<float>(float v) {
+  return v;
+}
+template <>
+__device__ __forceinline__ bf16 from_float<bf16>(float v) {
   bf16 r;
   asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(r.bits) : "f"(v));
   return r;
 }
-template <> __device__ __forceinline__ fp16 from_float<fp16>(float v) {
+template <>
+__device__ __forceinline__ fp16 from_float<fp16>(float v) {
   fp16 r;
   asm("cvt.rn.f16.f32 %0, %1;" : "=h"(r.bits) : "f"(v));
   return r;
 }
 
 // Rounds to a storage type's precision and back (the language's cast).
-template <class T> __device__ __forceinline__ float round_to(float v) { return to_float(from_float<T>(v)); }
+template <class T>
+__device__ __forceinline__ float round_to(float v) {
+  return to_float(from_float<T>(v));
+}
 
-__device__ __forceinline__ float positive_infinity() { return __int_as_float(0x7f800000); }
-__device__ __forceinline__ float quiet_nan() { return __int_as_float(0x7fffffff); }
-__device__ __forceinline__ float sigmoid(float v) { return 1.0f / (1.0f + expf(-v)); }
+__device__ __forceinline__ float positive_infinity() {
+  return __int_as_float(0x7f800000);
+}
+__device__ __forceinline__ float quiet_nan() {
+  return __int_as_float(0x7fffffff);
+}
+__device__ __forceinline__ float sigmoid(float v) {
+  return 1.0f / (1.0f + expf(-v));
+}
 
-template <int V> __device__ __forceinline__ void zero(float (&values)[V]) {
+template <int V>
+__device__ __forceinline__ void zero(float (&values)[V]) {
 #pragma unroll
   for (int v = 0; v < V; ++v) values[v] = 0.0f;
 }
 
 // ---- Vector memory access: a chunk of V consecutive elements moves as one access of
 // V * sizeof(T) bytes (up to 16). The caller guarantees that alignment.
-template <int Bytes> struct RawVector;
-template <> struct RawVector<2> { typedef u16 type; };
-template <> struct RawVector<4> { typedef u32 type; };
-template <> struct RawVector<8> { typedef uint2 type; };
-template <> struct RawVector<16> { typedef uint4 type; };
+template <int Bytes>
+struct RawVector;
+template <>
+struct RawVector<2> {
+  typedef u16 type;
+};
+template <>
+struct RawVector<4> {
+  typedef u32 type;
+};
+template <>
+struct RawVector<8> {
+  typedef uint2 type;
+};
+template <>
+struct RawVector<16> {
+  typedef uint4 type;
+};
 
-template <class T, int V> union Chunk {
+template <class T, int V>
+union Chunk {
   typename RawVector<sizeof(T) * V>::type raw;
   T element[V];
 };
@@ -74,7 +112,8 @@ __device__ __forceinline__ void load_chunk(const T* row, int col0, float (&out)[
 // As load_chunk, and also keeps the raw chunk in `stash` (shared memory, laid out like the
 // row) so that later passes over the row read it from there instead of global memory.
 template <class T, int V, int N>
-__device__ __forceinline__ void load_chunk_and_stash(const T* row, T* stash, int col0, float (&out)[V]) {
+__device__ __forceinline__ void load_chunk_and_stash(const T* row, T* stash, int col0,
+                                                     float (&out)[V]) {
   typedef typename RawVector<sizeof(T) * V>::type Raw;
   Chunk<T, V> c;
   if (col0 + V <= N) {
@@ -107,18 +146,22 @@ __device__ __forceinline__ void store_chunk(T* row, int col0, const float (&in)[
 // ---- Reductions.
 enum ReduceOp { kSum = 0, kMax = 1, kMin = 2 };
 
-template <int Op> __device__ __forceinline__ float combine(float a, float b) {
+template <int Op>
+__device__ __forceinline__ float combine(float a, float b) {
   return Op == kSum ? a + b : (Op == kMax ? fmaxf(a, b) : fminf(a, b));
 }
 
-template <int Op> __device__ __forceinline__ float identity() {
+template <int Op>
+__device__ __forceinline__ float identity() {
   return Op == kSum ? 0.0f : (Op == kMax ? -positive_infinity() : positive_infinity());
 }
 
 // All-reduce across aligned groups of Width lanes of a warp (Width a power of two <= 32).
-template <int Op, int Width> __device__ __forceinline__ float group_allreduce(float v) {
+template <int Op, int Width>
+__device__ __forceinline__ float group_allreduce(float v) {
 #pragma unroll
-  for (int offset = Width / 2; offset > 0; offset /= 2) v = combine<Op>(v, __shfl_xor_sync(0xffffffffu, v, offset));
+  for (int offset = Width / 2; offset > 0; offset /= 2)
+    v = combine<Op>(v, __shfl_xor_sync(0xffffffffu, v, offset));
   return v;
 }
 

@@ -38,9 +38,12 @@ double round_to_dtype(double value, DType t) {
   // Device code rounds from fp32, so round through fp32 first, exactly as a store does.
   const float as_float = static_cast<float>(value);
   switch (t) {
-    case DType::f32: return as_float;
-    case DType::f16: return fp16_bits_to_float(float_to_fp16_bits(as_float));
-    case DType::bf16: return bf16_bits_to_float(float_to_bf16_bits(as_float));
+    case DType::f32:
+      return as_float;
+    case DType::f16:
+      return fp16_bits_to_float(float_to_fp16_bits(as_float));
+    case DType::bf16:
+      return bf16_bits_to_float(float_to_bf16_bits(as_float));
   }
   return as_float;
 }

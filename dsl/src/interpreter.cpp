@@ -27,7 +27,8 @@ void check_inputs(const ir::Program& p, const InterpreterInputs& in) {
   if (in.scalars.size() != p.scalars.size()) fail("wrong number of scalars");
   const auto elements = static_cast<std::size_t>(in.rows * in.cols);
   for (std::size_t i = 0; i < in.row_inputs.size(); ++i) {
-    if (in.row_inputs[i].size() != elements) fail("row input '" + p.row_inputs[i] + "' has the wrong size");
+    if (in.row_inputs[i].size() != elements)
+      fail("row input '" + p.row_inputs[i] + "' has the wrong size");
   }
   for (std::size_t i = 0; i < in.columns.size(); ++i) {
     if (in.columns[i].size() != static_cast<std::size_t>(in.cols)) {
@@ -38,8 +39,9 @@ void check_inputs(const ir::Program& p, const InterpreterInputs& in) {
 
 // Evaluates rows [first, last). Every node holds `cols` values; values that do not vary
 // along the row are stored once and read through `at`.
-void interpret_rows(const ir::Program& p, const std::vector<NodeId>& order, const InterpreterInputs& in,
-                    std::int64_t first, std::int64_t last, InterpreterOutputs& out) {
+void interpret_rows(const ir::Program& p, const std::vector<NodeId>& order,
+                    const InterpreterInputs& in, std::int64_t first, std::int64_t last,
+                    InterpreterOutputs& out) {
   const std::int64_t n = in.cols;
   std::vector<std::vector<double>> values(p.graph->size());
   for (NodeId id : order) {
@@ -59,10 +61,18 @@ void interpret_rows(const ir::Program& p, const std::vector<NodeId>& order, cons
           std::copy(src, src + n, dst.begin());
           break;
         }
-        case Op::load_column: std::copy(in.columns[node.index].begin(), in.columns[node.index].end(), dst.begin()); break;
-        case Op::scalar_param: dst[0] = in.scalars[node.index]; break;
-        case Op::constant: dst[0] = node.value; break;
-        case Op::row_length: dst[0] = static_cast<double>(n); break;
+        case Op::load_column:
+          std::copy(in.columns[node.index].begin(), in.columns[node.index].end(), dst.begin());
+          break;
+        case Op::scalar_param:
+          dst[0] = in.scalars[node.index];
+          break;
+        case Op::constant:
+          dst[0] = node.value;
+          break;
+        case Op::row_length:
+          dst[0] = static_cast<double>(n);
+          break;
         case Op::reduce_sum:
         case Op::reduce_mean: {
           double total = 0.0;
@@ -76,22 +86,27 @@ void interpret_rows(const ir::Program& p, const std::vector<NodeId>& order, cons
           double best = is_max ? -std::numeric_limits<double>::infinity()
                                : std::numeric_limits<double>::infinity();
           for (std::int64_t c = 0; c < n; ++c) {
-            best = is_max ? std::fmax(best, at(node.args[0], c)) : std::fmin(best, at(node.args[0], c));
+            best = is_max ? std::fmax(best, at(node.args[0], c))
+                          : std::fmin(best, at(node.args[0], c));
           }
           dst[0] = best;
           break;
         }
         default:
           for (std::size_t c = 0; c < dst.size(); ++c) {
-            auto arg = [&](int i) { return i < node.arity ? at(node.args[i], static_cast<std::int64_t>(c)) : 0.0; };
+            auto arg = [&](int i) {
+              return i < node.arity ? at(node.args[i], static_cast<std::int64_t>(c)) : 0.0;
+            };
             dst[c] = detail::evaluate_elementwise(node, arg(0), arg(1), arg(2));
           }
       }
     }
     for (std::size_t i = 0; i < p.row_outputs.size(); ++i) {
-      for (std::int64_t c = 0; c < n; ++c) out.row_outputs[i][row * n + c] = at(p.row_outputs[i].value, c);
+      for (std::int64_t c = 0; c < n; ++c)
+        out.row_outputs[i][row * n + c] = at(p.row_outputs[i].value, c);
     }
-    for (std::size_t i = 0; i < p.row_stats.size(); ++i) out.row_stats[i][row] = values[p.row_stats[i].value][0];
+    for (std::size_t i = 0; i < p.row_stats.size(); ++i)
+      out.row_stats[i][row] = values[p.row_stats[i].value][0];
   }
 }
 
@@ -100,16 +115,19 @@ void interpret_rows(const ir::Program& p, const std::vector<NodeId>& order, cons
 InterpreterOutputs interpret(const ir::Program& p, const InterpreterInputs& in) {
   check_inputs(p, in);
   InterpreterOutputs out;
-  out.row_outputs.assign(p.row_outputs.size(), std::vector<double>(static_cast<std::size_t>(in.rows * in.cols)));
+  out.row_outputs.assign(p.row_outputs.size(),
+                         std::vector<double>(static_cast<std::size_t>(in.rows * in.cols)));
   out.row_stats.assign(p.row_stats.size(), std::vector<double>(static_cast<std::size_t>(in.rows)));
   const std::vector<NodeId> order = p.reachable_nodes();
   const std::int64_t workers = std::clamp<std::int64_t>(
-      std::min<std::int64_t>(std::thread::hardware_concurrency(), in.rows * in.cols / 65536), 1, 64);
+      std::min<std::int64_t>(std::thread::hardware_concurrency(), in.rows * in.cols / 65536), 1,
+      64);
   const std::int64_t per_worker = (in.rows + workers - 1) / workers;
   std::vector<std::future<void>> jobs;
   for (std::int64_t first = 0; first < in.rows; first += per_worker) {
     const std::int64_t last = std::min(in.rows, first + per_worker);
-    jobs.push_back(std::async(std::launch::async, [&, first, last] { interpret_rows(p, order, in, first, last, out); }));
+    jobs.push_back(std::async(
+        std::launch::async, [&, first, last] { interpret_rows(p, order, in, first, last, out); }));
   }
   for (auto& job : jobs) job.get();
   return out;

@@ -12,45 +12,78 @@ namespace tilenorm::ir {
 
 std::string_view shape_name(Shape s) {
   switch (s) {
-    case Shape::scalar: return "Scalar";
-    case Shape::column: return "Column";
-    case Shape::row_scalar: return "RowScalar";
-    case Shape::tile: return "Tile";
+    case Shape::scalar:
+      return "Scalar";
+    case Shape::column:
+      return "Column";
+    case Shape::row_scalar:
+      return "RowScalar";
+    case Shape::tile:
+      return "Tile";
   }
   return "?";
 }
 
 std::string_view op_name(Op op) {
   switch (op) {
-    case Op::load_row: return "load_row";
-    case Op::load_column: return "load_column";
-    case Op::scalar_param: return "scalar_param";
-    case Op::constant: return "constant";
-    case Op::row_length: return "row_length";
-    case Op::neg: return "neg";
-    case Op::abs: return "abs";
-    case Op::sqrt: return "sqrt";
-    case Op::rsqrt: return "rsqrt";
-    case Op::exp: return "exp";
-    case Op::log: return "log";
-    case Op::tanh: return "tanh";
-    case Op::sigmoid: return "sigmoid";
-    case Op::round_to: return "round_to";
-    case Op::add: return "add";
-    case Op::sub: return "sub";
-    case Op::mul: return "mul";
-    case Op::div: return "div";
-    case Op::min: return "min";
-    case Op::max: return "max";
-    case Op::less: return "less";
-    case Op::less_equal: return "less_equal";
-    case Op::greater: return "greater";
-    case Op::greater_equal: return "greater_equal";
-    case Op::select: return "select";
-    case Op::reduce_sum: return "sum";
-    case Op::reduce_mean: return "mean";
-    case Op::reduce_max: return "max_reduce";
-    case Op::reduce_min: return "min_reduce";
+    case Op::load_row:
+      return "load_row";
+    case Op::load_column:
+      return "load_column";
+    case Op::scalar_param:
+      return "scalar_param";
+    case Op::constant:
+      return "constant";
+    case Op::row_length:
+      return "row_length";
+    case Op::neg:
+      return "neg";
+    case Op::abs:
+      return "abs";
+    case Op::sqrt:
+      return "sqrt";
+    case Op::rsqrt:
+      return "rsqrt";
+    case Op::exp:
+      return "exp";
+    case Op::log:
+      return "log";
+    case Op::tanh:
+      return "tanh";
+    case Op::sigmoid:
+      return "sigmoid";
+    case Op::round_to:
+      return "round_to";
+    case Op::add:
+      return "add";
+    case Op::sub:
+      return "sub";
+    case Op::mul:
+      return "mul";
+    case Op::div:
+      return "div";
+    case Op::min:
+      return "min";
+    case Op::max:
+      return "max";
+    case Op::less:
+      return "less";
+    case Op::less_equal:
+      return "less_equal";
+    case Op::greater:
+      return "greater";
+    case Op::greater_equal:
+      return "greater_equal";
+    case Op::select:
+      return "select";
+    case Op::reduce_sum:
+      return "sum";
+    case Op::reduce_mean:
+      return "mean";
+    case Op::reduce_max:
+      return "max_reduce";
+    case Op::reduce_min:
+      return "min_reduce";
   }
   return "?";
 }
@@ -61,7 +94,8 @@ int op_arity(Op op) {
     case Op::load_column:
     case Op::scalar_param:
     case Op::constant:
-    case Op::row_length: return 0;
+    case Op::row_length:
+      return 0;
     case Op::add:
     case Op::sub:
     case Op::mul:
@@ -71,9 +105,12 @@ int op_arity(Op op) {
     case Op::less:
     case Op::less_equal:
     case Op::greater:
-    case Op::greater_equal: return 2;
-    case Op::select: return 3;
-    default: return 1;
+    case Op::greater_equal:
+      return 2;
+    case Op::select:
+      return 3;
+    default:
+      return 1;
   }
 }
 
@@ -89,8 +126,8 @@ bool is_commutative(Op op) {
 bool Node::operator==(const Node& other) const {
   // Constants compare by bit pattern so that -0.0 and 0.0 (and NaNs) stay distinct.
   return op == other.op && shape == other.shape && arity == other.arity && args == other.args &&
-         index == other.index && std::bit_cast<std::uint64_t>(value) ==
-                                     std::bit_cast<std::uint64_t>(other.value) &&
+         index == other.index &&
+         std::bit_cast<std::uint64_t>(value) == std::bit_cast<std::uint64_t>(other.value) &&
          dtype == other.dtype;
 }
 
@@ -124,7 +161,8 @@ NodeId Graph::intern(Node node) {
     node.shape = Shape::row_scalar;
   } else if (node.arity > 0) {
     node.shape = nodes_[node.args[0]].shape;
-    for (int i = 1; i < node.arity; ++i) node.shape = broadcast(node.shape, nodes_[node.args[i]].shape);
+    for (int i = 1; i < node.arity; ++i)
+      node.shape = broadcast(node.shape, nodes_[node.args[i]].shape);
   }
   auto [it, inserted] = interned_.try_emplace(node, static_cast<NodeId>(nodes_.size()));
   if (inserted) nodes_.push_back(node);
@@ -225,25 +263,40 @@ std::string render(const Program& p, bool with_shapes) {
     local[id] = number;
     out << "  %" << number << " = " << op_name(n.op);
     switch (n.op) {
-      case Op::load_row: out << ' ' << p.row_inputs.at(n.index); break;
-      case Op::load_column: out << ' ' << p.columns.at(n.index); break;
-      case Op::scalar_param: out << ' ' << p.scalars.at(n.index); break;
-      case Op::constant: out << ' ' << format_constant(n.value); break;
-      case Op::round_to: out << '<' << dtype_name(n.dtype) << '>'; break;
-      default: break;
+      case Op::load_row:
+        out << ' ' << p.row_inputs.at(n.index);
+        break;
+      case Op::load_column:
+        out << ' ' << p.columns.at(n.index);
+        break;
+      case Op::scalar_param:
+        out << ' ' << p.scalars.at(n.index);
+        break;
+      case Op::constant:
+        out << ' ' << format_constant(n.value);
+        break;
+      case Op::round_to:
+        out << '<' << dtype_name(n.dtype) << '>';
+        break;
+      default:
+        break;
     }
     for (int i = 0; i < n.arity; ++i) out << (i ? ", %" : " %") << local.at(n.args[i]);
     if (with_shapes) out << "  : " << shape_name(n.shape);
     out << "\n";
   }
-  for (const Output& o : p.row_outputs) out << "  output " << o.name << " = %" << local.at(o.value) << "\n";
-  for (const Output& o : p.row_stats) out << "  save " << o.name << " = %" << local.at(o.value) << "\n";
+  for (const Output& o : p.row_outputs)
+    out << "  output " << o.name << " = %" << local.at(o.value) << "\n";
+  for (const Output& o : p.row_stats)
+    out << "  save " << o.name << " = %" << local.at(o.value) << "\n";
   return out.str();
 }
 
 }  // namespace
 
-std::string Program::to_string() const { return render(*this, true); }
+std::string Program::to_string() const {
+  return render(*this, true);
+}
 
 std::string Program::hash() const {
   // FNV-1a over the canonical listing: stable across platforms, compilers and runs.

@@ -44,7 +44,8 @@ NodeId pull_out_row_constants(Op reduction, NodeId x, ir::Graph& g) {
       if (row_constant(b) && is_tile(a)) return g.binary(n.op, pull(a), term_total(b));
       if (row_constant(a) && is_tile(b)) return g.binary(n.op, term_total(a), pull(b));
       break;
-    default: break;
+    default:
+      break;
   }
   return g.reduce(reduction, x);
 }

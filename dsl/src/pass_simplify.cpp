@@ -33,7 +33,9 @@ NodeId simplify_node(const Node& node, ir::Graph& g) {
   const NodeId b = node.args[1];
   // Identities apply only when the kept operand already has the result's shape, so a
   // broadcast is never lost.
-  auto keeps_shape = [&](NodeId kept) { return g.node(kept).shape == ir::broadcast(g.node(a).shape, g.node(b).shape); };
+  auto keeps_shape = [&](NodeId kept) {
+    return g.node(kept).shape == ir::broadcast(g.node(a).shape, g.node(b).shape);
+  };
   switch (node.op) {
     case Op::add:
       if (is_constant(g, b, -0.0) && keeps_shape(a)) return a;
@@ -52,7 +54,8 @@ NodeId simplify_node(const Node& node, ir::Graph& g) {
     case Op::neg:
       if (g.node(a).op == Op::neg) return g.node(a).args[0];
       break;
-    default: break;
+    default:
+      break;
   }
   return g.intern(node);
 }

@@ -22,8 +22,9 @@ void verify(const ir::Program& p) {
   const std::string where = "program '" + p.name + "': ";
   auto fail = [&where](const std::string& what) { throw ProgramError(where + what); };
   if (!is_identifier(p.name)) {
-    throw ProgramError("program name '" + p.name +
-                       "' is not an identifier (letters, digits and '_', not starting with a digit)");
+    throw ProgramError(
+        "program name '" + p.name +
+        "' is not an identifier (letters, digits and '_', not starting with a digit)");
   }
   if (!p.graph) fail("has no graph");
   if (p.row_inputs.empty()) fail("declares no row input; a norm reads at least one [M, N] tensor");

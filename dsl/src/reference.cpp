@@ -1,10 +1,10 @@
 #include "tilenorm/dsl/reference.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <algorithm>
-#include <thread>
 #include <sstream>
+#include <thread>
 
 namespace tilenorm {
 
@@ -22,7 +22,8 @@ double uniform_unit(std::uint64_t seed, std::uint64_t index) {
 
 template <class Body>
 void parallel_for(std::size_t count, const Body& body) {
-  const std::size_t workers = std::clamp<std::size_t>(count / (1 << 20), 1, std::max(1u, std::thread::hardware_concurrency()));
+  const std::size_t workers = std::clamp<std::size_t>(
+      count / (1 << 20), 1, std::max(1u, std::thread::hardware_concurrency()));
   const std::size_t per_worker = (count + workers - 1) / workers;
   std::vector<std::thread> threads;
   for (std::size_t first = 0; first < count; first += per_worker) {
@@ -35,9 +36,12 @@ void parallel_for(std::size_t count, const Body& body) {
 
 }  // namespace
 
-std::vector<double> random_values(std::size_t count, std::uint64_t seed, double low, double high, DType dtype) {
+std::vector<double> random_values(std::size_t count, std::uint64_t seed, double low, double high,
+                                  DType dtype) {
   std::vector<double> values(count);
-  parallel_for(count, [&](std::size_t i) { values[i] = round_to_dtype(low + (high - low) * uniform_unit(seed, i), dtype); });
+  parallel_for(count, [&](std::size_t i) {
+    values[i] = round_to_dtype(low + (high - low) * uniform_unit(seed, i), dtype);
+  });
   return values;
 }
 
@@ -49,7 +53,8 @@ std::vector<std::byte> encode(std::span<const double> values, DType dtype) {
     if (dtype == DType::f32) {
       std::memcpy(dst, &v, sizeof v);
     } else {
-      const std::uint16_t bits = dtype == DType::bf16 ? float_to_bf16_bits(v) : float_to_fp16_bits(v);
+      const std::uint16_t bits =
+          dtype == DType::bf16 ? float_to_bf16_bits(v) : float_to_fp16_bits(v);
       std::memcpy(dst, &bits, sizeof bits);
     }
   });
@@ -75,17 +80,22 @@ std::vector<double> decode(std::span<const std::byte> bytes, DType dtype) {
 
 Tolerance tolerance_for(DType dtype) {
   switch (dtype) {
-    case DType::f32: return {1e-5, 1e-5};
-    case DType::f16: return {2e-3, 2e-3};
-    case DType::bf16: return {1.6e-2, 1.6e-2};
+    case DType::f32:
+      return {1e-5, 1e-5};
+    case DType::f16:
+      return {2e-3, 2e-3};
+    case DType::bf16:
+      return {1.6e-2, 1.6e-2};
   }
   return {0, 0};
 }
 
-Comparison compare(std::span<const double> actual, std::span<const double> expected, Tolerance tolerance) {
+Comparison compare(std::span<const double> actual, std::span<const double> expected,
+                   Tolerance tolerance) {
   Comparison c;
   c.checked = std::min(actual.size(), expected.size());
-  if (actual.size() != expected.size()) c.mismatches = std::max(actual.size(), expected.size()) - c.checked;
+  if (actual.size() != expected.size())
+    c.mismatches = std::max(actual.size(), expected.size()) - c.checked;
   for (std::size_t i = 0; i < c.checked; ++i) {
     const double a = actual[i];
     const double e = expected[i];
@@ -110,10 +120,11 @@ Comparison compare(std::span<const double> actual, std::span<const double> expec
 
 std::string Comparison::describe() const {
   std::ostringstream out;
-  out << checked << " checked, " << mismatches << " mismatched, " << non_finite << " non-finite, max abs error "
-      << max_abs_error;
+  out << checked << " checked, " << mismatches << " mismatched, " << non_finite
+      << " non-finite, max abs error " << max_abs_error;
   if (mismatches > 0) {
-    out << "; first bad at " << first_bad_index << ": got " << first_bad_actual << ", expected " << first_bad_expected;
+    out << "; first bad at " << first_bad_index << ": got " << first_bad_actual << ", expected "
+        << first_bad_expected;
   }
   return out.str();
 }

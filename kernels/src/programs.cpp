@@ -53,7 +53,8 @@ ir::Program rms_norm_program(bool with_weight) {
 const std::vector<BuiltinKernel>& builtin_kernels() {
   static const std::vector<BuiltinKernel> kernels = [] {
     std::vector<BuiltinKernel> list;
-    for (auto affine : {LayerNormAffine::weight_and_bias, LayerNormAffine::weight_only, LayerNormAffine::none}) {
+    for (auto affine :
+         {LayerNormAffine::weight_and_bias, LayerNormAffine::weight_only, LayerNormAffine::none}) {
       ir::Program program = layer_norm_program(affine);
       list.push_back({program.name, std::move(program)});
     }

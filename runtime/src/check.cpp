@@ -14,13 +14,14 @@ namespace tilenorm {
 
 bool CheckReport::ok() const {
   if (unwritten != 0 || clobbered != 0 || outputs.empty()) return false;
-  return std::all_of(outputs.begin(), outputs.end(), [](const Output& o) { return o.comparison.ok(); });
+  return std::all_of(outputs.begin(), outputs.end(),
+                     [](const Output& o) { return o.comparison.ok(); });
 }
 
 std::string CheckReport::describe() const {
   std::ostringstream out;
-  out << "config " << used.config.describe() << " (" << config_source_name(used.source) << "); unwritten " << unwritten
-      << ", clobbered " << clobbered;
+  out << "config " << used.config.describe() << " (" << config_source_name(used.source)
+      << "); unwritten " << unwritten << ", clobbered " << clobbered;
   for (const auto& o : outputs) out << "; " << o.name << ": " << o.comparison.describe();
   return out.str();
 }
@@ -39,18 +40,21 @@ struct DeviceRows {
 DeviceRows make_rows(const CheckOptions& o, const std::vector<double>* values) {
   const std::size_t size = dtype_size(o.io_dtype);
   const std::int64_t stride = o.cols + o.extra_row_stride;
-  const std::size_t elements = static_cast<std::size_t>(o.element_offset + std::max<std::int64_t>(o.rows, 1) * stride);
+  const std::size_t elements =
+      static_cast<std::size_t>(o.element_offset + std::max<std::int64_t>(o.rows, 1) * stride);
   DeviceRows d;
   d.host.assign(elements * size, std::byte{kPoison});
   if (values) {
     const std::vector<std::byte> bytes = encode(*values, o.io_dtype);
     for (std::int64_t r = 0; r < o.rows; ++r) {
-      std::memcpy(d.host.data() + (o.element_offset + r * stride) * size, bytes.data() + r * o.cols * size, o.cols * size);
+      std::memcpy(d.host.data() + (o.element_offset + r * stride) * size,
+                  bytes.data() + r * o.cols * size, o.cols * size);
     }
   }
   d.buffer = driver::DeviceBuffer(d.host.size());
   d.buffer.upload(d.host.data(), d.host.size());
-  d.view = {reinterpret_cast<std::byte*>(d.buffer.get()) + o.element_offset * size, o.io_dtype, o.rows, o.cols, stride};
+  d.view = {reinterpret_cast<std::byte*>(d.buffer.get()) + o.element_offset * size, o.io_dtype,
+            o.rows, o.cols, stride};
   return d;
 }
 
@@ -61,14 +65,16 @@ std::vector<std::int64_t> reference_row_indices(const CheckOptions& o) {
     return rows;
   }
   // Both ends (where tails and the last partial CTA are) and evenly spread rows between.
-  for (std::int64_t i = 0; i < o.reference_rows; ++i) rows.push_back(i * (o.rows - 1) / (o.reference_rows - 1));
+  for (std::int64_t i = 0; i < o.reference_rows; ++i)
+    rows.push_back(i * (o.rows - 1) / (o.reference_rows - 1));
   rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
   return rows;
 }
 
 // Elements of the view still holding the poison pattern (never written), counted per row in
 // parallel: large outputs are hundreds of megabytes.
-std::size_t count_poisoned_elements(const std::vector<std::byte>& buffer, const CheckOptions& o, std::size_t size) {
+std::size_t count_poisoned_elements(const std::vector<std::byte>& buffer, const CheckOptions& o,
+                                    std::size_t size) {
   const std::int64_t stride = o.cols + o.extra_row_stride;
   auto count_rows = [&](std::int64_t first, std::int64_t last) {
     std::size_t poisoned = 0;
@@ -76,7 +82,8 @@ std::size_t count_poisoned_elements(const std::vector<std::byte>& buffer, const 
       const std::byte* row = buffer.data() + (o.element_offset + r * stride) * size;
       for (std::int64_t c = 0; c < o.cols; ++c) {
         bool all_poison = true;
-        for (std::size_t b = 0; b < size; ++b) all_poison = all_poison && row[c * size + b] == std::byte{kPoison};
+        for (std::size_t b = 0; b < size; ++b)
+          all_poison = all_poison && row[c * size + b] == std::byte{kPoison};
         poisoned += all_poison ? 1 : 0;
       }
     }
@@ -86,7 +93,8 @@ std::size_t count_poisoned_elements(const std::vector<std::byte>& buffer, const 
   const std::int64_t per_worker = (o.rows + workers - 1) / workers;
   std::vector<std::future<std::size_t>> jobs;
   for (std::int64_t first = 0; first < o.rows; first += per_worker) {
-    jobs.push_back(std::async(std::launch::async, count_rows, first, std::min(o.rows, first + per_worker)));
+    jobs.push_back(
+        std::async(std::launch::async, count_rows, first, std::min(o.rows, first + per_worker)));
   }
   std::size_t total = 0;
   for (auto& job : jobs) total += job.get();
@@ -94,11 +102,13 @@ std::size_t count_poisoned_elements(const std::vector<std::byte>& buffer, const 
 }
 
 // Bytes outside the view (before it, between rows, after it) that no longer hold the poison.
-std::size_t count_changed_padding(const std::vector<std::byte>& buffer, const CheckOptions& o, std::size_t size) {
+std::size_t count_changed_padding(const std::vector<std::byte>& buffer, const CheckOptions& o,
+                                  std::size_t size) {
   const std::int64_t stride = o.cols + o.extra_row_stride;
   auto changed = [&](std::size_t begin, std::size_t end) {
     return static_cast<std::size_t>(
-        std::count_if(buffer.begin() + begin, buffer.begin() + end, [](std::byte b) { return b != std::byte{kPoison}; }));
+        std::count_if(buffer.begin() + begin, buffer.begin() + end,
+                      [](std::byte b) { return b != std::byte{kPoison}; }));
   };
   std::size_t total = 0;
   std::size_t cursor = 0;
@@ -120,13 +130,16 @@ CheckReport check_against_interpreter(const Norm& norm, const CheckOptions& o) {
   // Fresh random inputs, exactly representable in their storage types.
   std::vector<std::vector<double>> inputs;
   for (std::size_t i = 0; i < p.row_inputs.size(); ++i) {
-    inputs.push_back(random_values(static_cast<std::size_t>(o.rows * o.cols), o.seed * 7919 + i, -2.0, 2.5, o.io_dtype));
+    inputs.push_back(random_values(static_cast<std::size_t>(o.rows * o.cols), o.seed * 7919 + i,
+                                   -2.0, 2.5, o.io_dtype));
   }
   std::vector<std::vector<double>> columns;
   for (std::size_t i = 0; i < p.columns.size(); ++i) {
-    columns.push_back(random_values(static_cast<std::size_t>(o.cols), o.seed * 104729 + i, -1.5, 1.5, o.param_dtype));
+    columns.push_back(random_values(static_cast<std::size_t>(o.cols), o.seed * 104729 + i, -1.5,
+                                    1.5, o.param_dtype));
   }
-  std::vector<float> scalars = o.scalars.empty() ? std::vector<float>(p.scalars.size(), 1e-5f) : o.scalars;
+  std::vector<float> scalars =
+      o.scalars.empty() ? std::vector<float>(p.scalars.size(), 1e-5f) : o.scalars;
 
   std::vector<DeviceRows> device_inputs, device_outputs;
   std::vector<TensorView> input_views, output_views;
@@ -144,18 +157,21 @@ CheckReport check_against_interpreter(const Norm& norm, const CheckOptions& o) {
     const std::vector<std::byte> bytes = encode(values, o.param_dtype);
     column_buffers.emplace_back(bytes.size());
     column_buffers.back().upload(bytes.data(), bytes.size());
-    column_views.push_back({reinterpret_cast<void*>(column_buffers.back().get()), o.param_dtype, o.cols});
+    column_views.push_back(
+        {reinterpret_cast<void*>(column_buffers.back().get()), o.param_dtype, o.cols});
   }
   std::vector<driver::DeviceBuffer> stat_buffers;
   std::vector<RowStatView> stat_views;
   for (std::size_t i = 0; i < p.row_stats.size(); ++i) {
-    stat_buffers.emplace_back(static_cast<std::size_t>(std::max<std::int64_t>(o.rows, 1)) * sizeof(float));
+    stat_buffers.emplace_back(static_cast<std::size_t>(std::max<std::int64_t>(o.rows, 1)) *
+                              sizeof(float));
     stat_buffers.back().fill_bytes(kPoison);
     stat_views.push_back({reinterpret_cast<float*>(stat_buffers.back().get()), o.rows});
   }
 
   const KernelArgs args{input_views, output_views, column_views, stat_views, scalars};
-  report.used = o.config ? ResolvedConfig{*o.config, ConfigSource::explicit_config} : norm.resolve(args);
+  report.used =
+      o.config ? ResolvedConfig{*o.config, ConfigSource::explicit_config} : norm.resolve(args);
   driver::Stream stream;
   if (o.config) {
     norm.launch(args, reinterpret_cast<Stream>(stream.get()), *o.config);
@@ -172,12 +188,14 @@ CheckReport check_against_interpreter(const Norm& norm, const CheckOptions& o) {
   for (const auto& values : inputs) {
     std::vector<double> picked;
     picked.reserve(rows.size() * o.cols);
-    for (std::int64_t r : rows) picked.insert(picked.end(), values.begin() + r * o.cols, values.begin() + (r + 1) * o.cols);
+    for (std::int64_t r : rows)
+      picked.insert(picked.end(), values.begin() + r * o.cols, values.begin() + (r + 1) * o.cols);
     reference_in.row_inputs.push_back(std::move(picked));
   }
   reference_in.columns = columns;
   reference_in.scalars.assign(scalars.begin(), scalars.end());
-  const InterpreterOutputs expected = o.rows > 0 ? interpret(p, reference_in) : InterpreterOutputs{};
+  const InterpreterOutputs expected =
+      o.rows > 0 ? interpret(p, reference_in) : InterpreterOutputs{};
 
   const std::size_t size = dtype_size(o.io_dtype);
   const std::int64_t stride = o.cols + o.extra_row_stride;
@@ -191,11 +209,13 @@ CheckReport check_against_interpreter(const Norm& norm, const CheckOptions& o) {
     actual.reserve(rows.size() * o.cols);
     for (std::int64_t r : rows) {
       const std::size_t begin = (o.element_offset + r * stride) * size;
-      const std::vector<double> row = decode(std::span(after).subspan(begin, o.cols * size), o.io_dtype);
+      const std::vector<double> row =
+          decode(std::span(after).subspan(begin, o.cols * size), o.io_dtype);
       actual.insert(actual.end(), row.begin(), row.end());
     }
     if (o.rows > 0) {
-      report.outputs.push_back({p.row_outputs[i].name, compare(actual, expected.row_outputs[i], tolerance_for(o.io_dtype))});
+      report.outputs.push_back({p.row_outputs[i].name, compare(actual, expected.row_outputs[i],
+                                                               tolerance_for(o.io_dtype))});
     }
   }
   for (std::size_t i = 0; i < stat_buffers.size(); ++i) {
@@ -205,7 +225,8 @@ CheckReport check_against_interpreter(const Norm& norm, const CheckOptions& o) {
     for (std::int64_t r : rows) actual.push_back(stats[r]);
     for (float v : stats) report.unwritten += std::isnan(v) ? 1 : 0;
     if (o.rows > 0) {
-      report.outputs.push_back({p.row_stats[i].name, compare(actual, expected.row_stats[i], tolerance_for(DType::f32))});
+      report.outputs.push_back(
+          {p.row_stats[i].name, compare(actual, expected.row_stats[i], tolerance_for(DType::f32))});
     }
   }
   return report;

@@ -23,14 +23,15 @@ int widest_vec(DType io_dtype, DType param_dtype) {
   return static_cast<int>(16 / std::max(dtype_size(io_dtype), dtype_size(param_dtype)));
 }
 
-KernelConfig heuristic_config(const LoweredProgram& program, DType io_dtype, DType param_dtype, std::int64_t n,
-                              const DeviceLimits& limits, int max_vec) {
+KernelConfig heuristic_config(const LoweredProgram& program, DType io_dtype, DType param_dtype,
+                              std::int64_t n, const DeviceLimits& limits, int max_vec) {
   const int widest = widest_vec(io_dtype, param_dtype);
   const int vec = max_vec > 0 ? std::min(widest, max_vec) : widest;
   const std::int64_t chunks = (n + vec - 1) / vec;
   auto fits = [&](const KernelConfig& config) {
     const KernelSpec spec{io_dtype, param_dtype, n, config};
-    return !config_problem(program, spec) && dynamic_shared_memory_bytes(program, spec) <= limits.shared_memory_per_block;
+    return !config_problem(program, spec) &&
+           dynamic_shared_memory_bytes(program, spec) <= limits.shared_memory_per_block;
   };
   // Registers: about four vectors per thread, as few threads per row as that allows.
   const int narrowest = std::min(32, next_power_of_two(chunks));

@@ -12,7 +12,8 @@ std::filesystem::path cache_directory() {
     return value && *value ? value : nullptr;
   };
   if (const char* dir = non_empty_env("TILENORM_CACHE_DIR")) return dir;
-  if (const char* xdg = non_empty_env("XDG_CACHE_HOME")) return std::filesystem::path(xdg) / "tilenorm";
+  if (const char* xdg = non_empty_env("XDG_CACHE_HOME"))
+    return std::filesystem::path(xdg) / "tilenorm";
   if (const char* home = non_empty_env("HOME")) {
     return std::filesystem::path(home) / ".cache" / "tilenorm";
   }

@@ -32,8 +32,9 @@ double measure_copy_ceiling_tbps(std::size_t bytes) {
   driver::Stream stream;
   const double us = median_time_us(
       [&](int) {
-        driver::check(driver::api().cuMemcpyDtoDAsync(destination.get(), source.get(), bytes, stream.get()),
-                      "cuMemcpyDtoDAsync (copy ceiling)");
+        driver::check(
+            driver::api().cuMemcpyDtoDAsync(destination.get(), source.get(), bytes, stream.get()),
+            "cuMemcpyDtoDAsync (copy ceiling)");
       },
       stream.get(), {3, 10});
   return 2.0 * static_cast<double>(bytes) / (us * 1e-6) / 1e12;

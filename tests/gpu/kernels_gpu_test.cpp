@@ -19,7 +19,8 @@ namespace {
 
 using tilenorm::DType;
 
-const std::vector<std::int64_t> kRowLengths = {1, 7, 128, 1000, 1024, 4096, 5120, 12345, 65536, 262144};
+const std::vector<std::int64_t> kRowLengths = {1,    7,    128,   1000,  1024,
+                                               4096, 5120, 12345, 65536, 262144};
 const std::vector<std::int64_t> kRowCounts = {0, 1, 3, 1000};
 
 struct Layout {
@@ -36,7 +37,8 @@ bool quick() {
 }
 
 tilenorm::Runtime& shared_runtime() {
-  static tilenorm::Runtime runtime(tilenorm::RuntimeOptions{.device = 0, .use_tuning_database = false});
+  static tilenorm::Runtime runtime(
+      tilenorm::RuntimeOptions{.device = 0, .use_tuning_database = false});
   return runtime;
 }
 
@@ -45,13 +47,17 @@ tilenorm::Runtime& shared_runtime() {
 void warm_compile_cache(const tilenorm::ir::Program& program, const std::vector<DType>& dtypes) {
   const tilenorm::LoweredProgram lowered = tilenorm::lower(program);
   const std::string arch = shared_runtime().arch();
-  const tilenorm::DeviceLimits limits{shared_runtime().shared_memory_per_block(), shared_runtime().multiprocessors()};
+  const tilenorm::DeviceLimits limits{shared_runtime().shared_memory_per_block(),
+                                      shared_runtime().multiprocessors()};
   std::vector<std::future<void>> jobs;
   for (DType dtype : dtypes) {
     for (std::int64_t n : kRowLengths) {
       for (int max_vec : {0, 1}) {
-        const tilenorm::KernelSpec spec{dtype, dtype, n, tilenorm::heuristic_config(lowered, dtype, dtype, n, limits, max_vec)};
-        jobs.push_back(std::async(std::launch::async, [&lowered, spec, &arch] { tilenorm::build_kernel(lowered, spec, arch); }));
+        const tilenorm::KernelSpec spec{
+            dtype, dtype, n, tilenorm::heuristic_config(lowered, dtype, dtype, n, limits, max_vec)};
+        jobs.push_back(std::async(std::launch::async, [&lowered, spec, &arch] {
+          tilenorm::build_kernel(lowered, spec, arch);
+        }));
       }
     }
   }
@@ -104,18 +110,24 @@ void check_program(const tilenorm::ir::Program& program) {
 
 }  // namespace
 
-TEST_CASE("layer_norm matches the interpreter") { check_program(tilenorm::kernels::builtin_program("layer_norm")); }
+TEST_CASE("layer_norm matches the interpreter") {
+  check_program(tilenorm::kernels::builtin_program("layer_norm"));
+}
 TEST_CASE("layer_norm_no_bias matches the interpreter") {
   check_program(tilenorm::kernels::builtin_program("layer_norm_no_bias"));
 }
 TEST_CASE("layer_norm_no_affine matches the interpreter") {
   check_program(tilenorm::kernels::builtin_program("layer_norm_no_affine"));
 }
-TEST_CASE("rms_norm matches the interpreter") { check_program(tilenorm::kernels::builtin_program("rms_norm")); }
+TEST_CASE("rms_norm matches the interpreter") {
+  check_program(tilenorm::kernels::builtin_program("rms_norm"));
+}
 TEST_CASE("rms_norm_no_weight matches the interpreter") {
   check_program(tilenorm::kernels::builtin_program("rms_norm_no_weight"));
 }
-TEST_CASE("the Gemma RMSNorm example matches the interpreter") { check_program(gemma_rms_norm()); }
+TEST_CASE("the Gemma RMSNorm example matches the interpreter") {
+  check_program(gemma_rms_norm());
+}
 
 TEST_CASE("every row storage mode gives the same results") {
   const tilenorm::Norm& norm = shared_runtime().builtin("layer_norm");
@@ -124,9 +136,12 @@ TEST_CASE("every row storage mode gives the same results") {
       CAPTURE(storage);
       CAPTURE(n);
       const tilenorm::KernelConfig config{256, 1, 8, storage};
-      const auto report = tilenorm::check_against_interpreter(
-          norm, {.io_dtype = DType::bf16, .param_dtype = DType::bf16, .rows = 300, .cols = n, .seed = 99u + storage,
-                 .config = config});
+      const auto report = tilenorm::check_against_interpreter(norm, {.io_dtype = DType::bf16,
+                                                                     .param_dtype = DType::bf16,
+                                                                     .rows = 300,
+                                                                     .cols = n,
+                                                                     .seed = 99u + storage,
+                                                                     .config = config});
       INFO(report.describe());
       CHECK(report.ok());
     }

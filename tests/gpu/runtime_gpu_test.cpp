@@ -1,7 +1,6 @@
 // Launch-path behaviour on a real GPU: argument validation (nothing launched, nothing
 // written), M = 0, CUDA graph capture, the disk cache's warm start, and tuned configurations.
 #include <doctest/doctest.h>
-
 #include <unistd.h>
 
 #include <cstdlib>
@@ -27,8 +26,10 @@ struct RmsBuffers {
   driver::DeviceBuffer x, w, y, rstd;
   RmsBuffers(std::int64_t r, std::int64_t c)
       : rows(r), cols(c), x(r * c * 2 + 64), w(c * 2 + 64), y(r * c * 2 + 64), rstd(r * 4 + 64) {
-    const auto xs = tilenorm::encode(tilenorm::random_values(r * c, 5, -2, 2, DType::bf16), DType::bf16);
-    const auto ws = tilenorm::encode(tilenorm::random_values(c, 6, -1, 1, DType::bf16), DType::bf16);
+    const auto xs =
+        tilenorm::encode(tilenorm::random_values(r * c, 5, -2, 2, DType::bf16), DType::bf16);
+    const auto ws =
+        tilenorm::encode(tilenorm::random_values(c, 6, -1, 1, DType::bf16), DType::bf16);
     x.upload(xs.data(), xs.size());
     w.upload(ws.data(), ws.size());
     y.fill_bytes(0xFF);
@@ -37,8 +38,12 @@ struct RmsBuffers {
   void* at(const driver::DeviceBuffer& b, std::size_t byte_offset = 0) const {
     return reinterpret_cast<std::byte*>(b.get()) + byte_offset;
   }
-  tilenorm::TensorView x_view() const { return tilenorm::TensorView::contiguous(at(x), DType::bf16, rows, cols); }
-  tilenorm::TensorView y_view() const { return tilenorm::TensorView::contiguous(at(y), DType::bf16, rows, cols); }
+  tilenorm::TensorView x_view() const {
+    return tilenorm::TensorView::contiguous(at(x), DType::bf16, rows, cols);
+  }
+  tilenorm::TensorView y_view() const {
+    return tilenorm::TensorView::contiguous(at(y), DType::bf16, rows, cols);
+  }
   tilenorm::ColumnView w_view() const { return {at(w), DType::bf16, cols}; }
   bool y_untouched() const {
     std::vector<unsigned char> bytes(y.bytes());
@@ -55,8 +60,9 @@ tilenorm::Runtime& runtime() {
   return rt;
 }
 
-void expect_rejected(const RmsBuffers& b, const tilenorm::TensorView& x, const tilenorm::TensorView& y,
-                     const std::optional<tilenorm::ColumnView>& w, const std::string& message) {
+void expect_rejected(const RmsBuffers& b, const tilenorm::TensorView& x,
+                     const tilenorm::TensorView& y, const std::optional<tilenorm::ColumnView>& w,
+                     const std::string& message) {
   CAPTURE(message);
   CHECK_THROWS_WITH_AS(tilenorm::rms_norm(runtime(), x, w, y, 1e-5f, nullptr),
                        doctest::Contains(message.c_str()), tilenorm::Error);
@@ -79,7 +85,8 @@ TEST_CASE("bad launch arguments are rejected by name and nothing is written") {
 
   auto odd_x = x;
   odd_x.data = b.at(b.x, 1);
-  expect_rejected(b, odd_x, y, w, "row input 'x' is misaligned: its address must be a multiple of 2 bytes");
+  expect_rejected(b, odd_x, y, w,
+                  "row input 'x' is misaligned: its address must be a multiple of 2 bytes");
 
   auto fp32_y = y;
   fp32_y.dtype = DType::f32;
@@ -106,14 +113,17 @@ TEST_CASE("bad launch arguments are rejected by name and nothing is written") {
   expect_rejected(b, x, y, null_w, "column 'weight' is a null pointer");
 
   CHECK_THROWS_WITH_AS(
-      tilenorm::layer_norm(runtime(), x, std::nullopt, tilenorm::ColumnView{b.at(b.w), DType::bf16, 256}, y, 1e-5f, nullptr),
-      "layer_norm: a bias needs a weight (pass both, the weight alone, or neither)", tilenorm::Error);
+      tilenorm::layer_norm(runtime(), x, std::nullopt,
+                           tilenorm::ColumnView{b.at(b.w), DType::bf16, 256}, y, 1e-5f, nullptr),
+      "layer_norm: a bias needs a weight (pass both, the weight alone, or neither)",
+      tilenorm::Error);
   CHECK(b.y_untouched());
 }
 
 TEST_CASE("M = 0 is a no-op, even with null pointers") {
   const tilenorm::TensorView empty{nullptr, DType::bf16, 0, 4096, 4096};
-  CHECK_NOTHROW(tilenorm::rms_norm(runtime(), empty, tilenorm::ColumnView{nullptr, DType::bf16, 4096}, empty, 1e-5f, nullptr));
+  CHECK_NOTHROW(tilenorm::rms_norm(
+      runtime(), empty, tilenorm::ColumnView{nullptr, DType::bf16, 4096}, empty, 1e-5f, nullptr));
 }
 
 TEST_CASE("a launch captured into a CUDA graph replays correctly") {
@@ -121,14 +131,18 @@ TEST_CASE("a launch captured into a CUDA graph replays correctly") {
   RmsBuffers b(512, 4096);
   driver::Stream stream;
   // Load the kernel outside the capture (the first launch compiles).
-  tilenorm::rms_norm(runtime(), b.x_view(), b.w_view(), b.y_view(), 1e-5f, reinterpret_cast<tilenorm::Stream>(stream.get()));
+  tilenorm::rms_norm(runtime(), b.x_view(), b.w_view(), b.y_view(), 1e-5f,
+                     reinterpret_cast<tilenorm::Stream>(stream.get()));
   stream.synchronize();
   b.y.fill_bytes(0xFF);
 
   CUgraph graph = nullptr;
   CUgraphExec exec = nullptr;
-  driver::check(driver::api().cuStreamBeginCapture(stream.get(), CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), "begin capture");
-  tilenorm::rms_norm(runtime(), b.x_view(), b.w_view(), b.y_view(), 1e-5f, reinterpret_cast<tilenorm::Stream>(stream.get()),
+  driver::check(
+      driver::api().cuStreamBeginCapture(stream.get(), CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
+      "begin capture");
+  tilenorm::rms_norm(runtime(), b.x_view(), b.w_view(), b.y_view(), 1e-5f,
+                     reinterpret_cast<tilenorm::Stream>(stream.get()),
                      {reinterpret_cast<float*>(b.rstd.get()), b.rows});
   driver::check(driver::api().cuStreamEndCapture(stream.get(), &graph), "end capture");
   CHECK(b.y_untouched());  // capturing ran nothing
@@ -141,7 +155,8 @@ TEST_CASE("a launch captured into a CUDA graph replays correctly") {
   std::vector<std::uint16_t> replayed(b.rows * b.cols), direct(b.rows * b.cols);
   b.y.download(replayed.data(), replayed.size() * 2);
   b.y.fill_bytes(0xFF);
-  tilenorm::rms_norm(runtime(), b.x_view(), b.w_view(), b.y_view(), 1e-5f, reinterpret_cast<tilenorm::Stream>(stream.get()));
+  tilenorm::rms_norm(runtime(), b.x_view(), b.w_view(), b.y_view(), 1e-5f,
+                     reinterpret_cast<tilenorm::Stream>(stream.get()));
   stream.synchronize();
   b.y.download(direct.data(), direct.size() * 2);
   CHECK(replayed == direct);
@@ -151,7 +166,8 @@ TEST_CASE("a launch captured into a CUDA graph replays correctly") {
 
 TEST_CASE("a fresh runtime loads kernels from the disk cache without NVRTC") {
   const auto program = tilenorm::kernels::builtin_program("layer_norm");
-  const tilenorm::CheckOptions options{.io_dtype = DType::bf16, .param_dtype = DType::bf16, .rows = 8, .cols = 3072, .seed = 17};
+  const tilenorm::CheckOptions options{
+      .io_dtype = DType::bf16, .param_dtype = DType::bf16, .rows = 8, .cols = 3072, .seed = 17};
   {
     tilenorm::Runtime first(tilenorm::RuntimeOptions{.device = 0, .use_tuning_database = false});
     CHECK(tilenorm::check_against_interpreter(first.load(program), options).ok());
@@ -164,7 +180,8 @@ TEST_CASE("a fresh runtime loads kernels from the disk cache without NVRTC") {
 }
 
 TEST_CASE("the runtime uses tuned configurations: exact, nearest M bucket, then the heuristic") {
-  const auto dir = std::filesystem::temp_directory_path() / ("tilenorm-gpu-db-" + std::to_string(::getpid()));
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("tilenorm-gpu-db-" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   const auto db = dir / "tuning.json";
   ::setenv("TILENORM_TUNING_DB", db.c_str(), 1);
@@ -183,8 +200,11 @@ TEST_CASE("the runtime uses tuned configurations: exact, nearest M bucket, then 
   tilenorm::Runtime rt;  // reads TILENORM_TUNING_DB
   const tilenorm::Norm norm = rt.load(tilenorm::kernels::builtin_program("rms_norm"));
   auto resolve_for = [&](std::int64_t rows, std::int64_t cols) {
-    return tilenorm::check_against_interpreter(
-        norm, {.io_dtype = DType::bf16, .param_dtype = DType::bf16, .rows = rows, .cols = cols, .seed = 3});
+    return tilenorm::check_against_interpreter(norm, {.io_dtype = DType::bf16,
+                                                      .param_dtype = DType::bf16,
+                                                      .rows = rows,
+                                                      .cols = cols,
+                                                      .seed = 3});
   };
   const auto exact = resolve_for(4096, 2048);
   CHECK(exact.ok());

@@ -9,7 +9,8 @@
 
 int main(int argc, char** argv) {
   if (!tilenorm::driver::gpu_available()) {
-    std::cout << "SKIPPED: the GPU tests need a CUDA GPU: " << tilenorm::driver::gpu_unavailable_reason() << "\n";
+    std::cout << "SKIPPED: the GPU tests need a CUDA GPU: "
+              << tilenorm::driver::gpu_unavailable_reason() << "\n";
     return 77;
   }
   const auto info = tilenorm::driver::device_info(0);

@@ -94,5 +94,4 @@ struct TuneReport {
 // shape that cannot be tuned is reported in its results (ok == false), not thrown.
 TuneReport tune(const std::vector<TuneShape>& shapes, const TuneOptions& options);
 
-
 }  // namespace tilenorm

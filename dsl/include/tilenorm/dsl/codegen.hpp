@@ -26,11 +26,10 @@ std::string_view row_storage_name(RowStorage storage);
 
 // The tunable knobs, baked into the generated source as constexpr values.
 struct KernelConfig {
-  BOOST_HANA_DEFINE_STRUCT(KernelConfig,
-                           (int, threads_per_row),  // power of two, 1..1024
-                           (int, rows_per_cta),     // power of two; block = product, 32..1024
-                           (int, vec),              // elements per vector access, <= 16 bytes
-                           (int, row_storage));     // a RowStorage value
+  BOOST_HANA_DEFINE_STRUCT(KernelConfig, (int, threads_per_row),  // power of two, 1..1024
+                           (int, rows_per_cta),  // power of two; block = product, 32..1024
+                           (int, vec),           // elements per vector access, <= 16 bytes
+                           (int, row_storage));  // a RowStorage value
   bool operator==(const KernelConfig& other) const;
   std::string describe() const;
 };
@@ -49,7 +48,16 @@ std::size_t dynamic_shared_memory_bytes(const LoweredProgram& program, const Ker
 std::optional<std::string> config_problem(const LoweredProgram& program, const KernelSpec& spec);
 
 // The kernel's parameters in order; the runtime builds its argument array from this.
-enum class ParamKind { row_input, row_input_stride, row_output, row_output_stride, column, row_stat, scalar, rows };
+enum class ParamKind {
+  row_input,
+  row_input_stride,
+  row_output,
+  row_output_stride,
+  column,
+  row_stat,
+  scalar,
+  rows
+};
 struct KernelParam {
   ParamKind kind;
   int slot;  // index into the program's list of that kind

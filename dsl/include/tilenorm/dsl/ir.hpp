@@ -21,8 +21,12 @@ enum class Shape : std::uint8_t { scalar = 0, column = 1, row_scalar = 2, tile =
 constexpr Shape broadcast(Shape a, Shape b) {
   return static_cast<Shape>(static_cast<std::uint8_t>(a) | static_cast<std::uint8_t>(b));
 }
-constexpr Shape operator|(Shape a, Shape b) { return broadcast(a, b); }
-constexpr bool varies_along_row(Shape s) { return (static_cast<std::uint8_t>(s) & 1) != 0; }
+constexpr Shape operator|(Shape a, Shape b) {
+  return broadcast(a, b);
+}
+constexpr bool varies_along_row(Shape s) {
+  return (static_cast<std::uint8_t>(s) & 1) != 0;
+}
 std::string_view shape_name(Shape s);
 
 enum class Op : std::uint8_t {
@@ -33,15 +37,33 @@ enum class Op : std::uint8_t {
   constant,      // `value`                             (scalar)
   row_length,    // N, the number of columns            (scalar)
   // Elementwise, one argument.
-  neg, abs, sqrt, rsqrt, exp, log, tanh, sigmoid,
+  neg,
+  abs,
+  sqrt,
+  rsqrt,
+  exp,
+  log,
+  tanh,
+  sigmoid,
   round_to,  // round to the storage type `dtype` and back (a cast)
   // Elementwise, two arguments.
-  add, sub, mul, div, min, max,
-  less, less_equal, greater, greater_equal,  // 1 or 0
+  add,
+  sub,
+  mul,
+  div,
+  min,
+  max,
+  less,
+  less_equal,
+  greater,
+  greater_equal,  // 1 or 0
   // Elementwise, three arguments: args[0] != 0 ? args[1] : args[2].
   select,
   // Reductions along the row: tile -> row_scalar.
-  reduce_sum, reduce_mean, reduce_max, reduce_min,
+  reduce_sum,
+  reduce_mean,
+  reduce_max,
+  reduce_min,
 };
 
 std::string_view op_name(Op op);
@@ -56,8 +78,8 @@ struct Node {
   Shape shape{};
   std::uint8_t arity = 0;
   std::array<NodeId, 3> args{};
-  std::int32_t index = 0;  // slot number of a leaf
-  double value = 0.0;      // constant value
+  std::int32_t index = 0;    // slot number of a leaf
+  double value = 0.0;        // constant value
   DType dtype = DType::f32;  // target of round_to
 
   bool operator==(const Node& other) const;

@@ -45,26 +45,43 @@ class Value {
   ir::NodeId id_;
 };
 
-template <class P> using Tile = Value<P, Shape::tile>;
-template <class P> using RowScalar = Value<P, Shape::row_scalar>;
-template <class P> using Column = Value<P, Shape::column>;
-template <class P> using Scalar = Value<P, Shape::scalar>;
+template <class P>
+using Tile = Value<P, Shape::tile>;
+template <class P>
+using RowScalar = Value<P, Shape::row_scalar>;
+template <class P>
+using Column = Value<P, Shape::column>;
+template <class P>
+using Scalar = Value<P, Shape::scalar>;
 
-template <class T> struct is_value : std::false_type {};
-template <class P, Shape S> struct is_value<Value<P, S>> : std::true_type {};
-template <class T> inline constexpr bool is_value_v = is_value<std::remove_cvref_t<T>>::value;
+template <class T>
+struct is_value : std::false_type {};
+template <class P, Shape S>
+struct is_value<Value<P, S>> : std::true_type {};
+template <class T>
+inline constexpr bool is_value_v = is_value<std::remove_cvref_t<T>>::value;
 
 template <class T>
 concept Operand = is_value_v<T> || std::is_arithmetic_v<std::remove_cvref_t<T>>;
 
 namespace detail {
 
-template <class T> struct tag_of { using type = void; };
-template <class P, Shape S> struct tag_of<Value<P, S>> { using type = P; };
+template <class T>
+struct tag_of {
+  using type = void;
+};
+template <class P, Shape S>
+struct tag_of<Value<P, S>> {
+  using type = P;
+};
 
 // The program tag of the DSL operands among Ts (all must agree).
-template <class... Ts> struct common_program;
-template <> struct common_program<> { using type = void; };
+template <class... Ts>
+struct common_program;
+template <>
+struct common_program<> {
+  using type = void;
+};
 template <class T, class... Rest>
 struct common_program<T, Rest...> {
   using rest = typename common_program<Rest...>::type;
@@ -76,8 +93,10 @@ struct common_program<T, Rest...> {
 
 template <class T>
 constexpr Shape shape_of() {
-  if constexpr (is_value_v<T>) return std::remove_cvref_t<T>::shape;
-  else return Shape::scalar;
+  if constexpr (is_value_v<T>)
+    return std::remove_cvref_t<T>::shape;
+  else
+    return Shape::scalar;
 }
 
 template <class... Ts>
@@ -87,14 +106,18 @@ constexpr bool programs_conflict() {
 
 template <class T>
 ir::Graph* graph_of(const T& v) {
-  if constexpr (is_value_v<T>) return v.graph();
-  else return nullptr;
+  if constexpr (is_value_v<T>)
+    return v.graph();
+  else
+    return nullptr;
 }
 
 template <class T>
 ir::NodeId node_of(ir::Graph* graph, const T& v) {
-  if constexpr (is_value_v<T>) return v.id();
-  else return graph->constant(static_cast<double>(v));
+  if constexpr (is_value_v<T>)
+    return v.id();
+  else
+    return graph->constant(static_cast<double>(v));
 }
 
 template <class... Ts>
@@ -126,11 +149,10 @@ auto apply(ir::Op op, const Ts&... operands) {
 
 // ---- Elementwise arithmetic: broadcasts like Triton (RowScalar/Scalar across a row, Column
 // across rows). Plain numbers become Scalars.
-#define TILENORM_DSL_BINARY(symbol, opcode)                                \
-  template <Operand A, Operand B>                                          \
-    requires(is_value_v<A> || is_value_v<B>)                               \
-  auto symbol(const A& a, const B& b) {                                    \
-    return detail::apply(ir::Op::opcode, a, b);                            \
+#define TILENORM_DSL_BINARY(symbol, opcode)                                      \
+  template <Operand A, Operand B>                                                \
+  requires(is_value_v<A> || is_value_v<B>) auto symbol(const A& a, const B& b) { \
+    return detail::apply(ir::Op::opcode, a, b);                                  \
   }
 TILENORM_DSL_BINARY(operator+, add)
 TILENORM_DSL_BINARY(operator-, sub)
@@ -144,10 +166,10 @@ TILENORM_DSL_BINARY(min, min)
 TILENORM_DSL_BINARY(max, max)
 #undef TILENORM_DSL_BINARY
 
-#define TILENORM_DSL_UNARY(name, opcode)           \
-  template <class P, Shape S>                      \
-  auto name(const Value<P, S>& a) {                \
-    return detail::apply(ir::Op::opcode, a);       \
+#define TILENORM_DSL_UNARY(name, opcode)     \
+  template <class P, Shape S>                \
+  auto name(const Value<P, S>& a) {          \
+    return detail::apply(ir::Op::opcode, a); \
   }
 TILENORM_DSL_UNARY(operator-, neg)
 TILENORM_DSL_UNARY(abs, abs)
@@ -161,8 +183,8 @@ TILENORM_DSL_UNARY(sigmoid, sigmoid)
 
 // where(c, a, b): a where c != 0, else b.
 template <Operand C, Operand A, Operand B>
-  requires(is_value_v<C> || is_value_v<A> || is_value_v<B>)
-auto where(const C& condition, const A& if_true, const B& if_false) {
+requires(is_value_v<C> || is_value_v<A> ||
+         is_value_v<B>) auto where(const C& condition, const A& if_true, const B& if_false) {
   return detail::apply(ir::Op::select, condition, if_true, if_false);
 }
 
@@ -192,10 +214,22 @@ auto reduce(ir::Op op, const Value<P, S>& a) {
 }
 }  // namespace detail
 
-template <class P, Shape S> auto sum(const Value<P, S>& a) { return detail::reduce(ir::Op::reduce_sum, a); }
-template <class P, Shape S> auto mean(const Value<P, S>& a) { return detail::reduce(ir::Op::reduce_mean, a); }
-template <class P, Shape S> auto max(const Value<P, S>& a) { return detail::reduce(ir::Op::reduce_max, a); }
-template <class P, Shape S> auto min(const Value<P, S>& a) { return detail::reduce(ir::Op::reduce_min, a); }
+template <class P, Shape S>
+auto sum(const Value<P, S>& a) {
+  return detail::reduce(ir::Op::reduce_sum, a);
+}
+template <class P, Shape S>
+auto mean(const Value<P, S>& a) {
+  return detail::reduce(ir::Op::reduce_mean, a);
+}
+template <class P, Shape S>
+auto max(const Value<P, S>& a) {
+  return detail::reduce(ir::Op::reduce_max, a);
+}
+template <class P, Shape S>
+auto min(const Value<P, S>& a) {
+  return detail::reduce(ir::Op::reduce_min, a);
+}
 
 // ---- Declaring a program.
 template <class P>
@@ -219,10 +253,13 @@ class ProgramBuilder {
   // A launch scalar (eps), passed as fp32.
   Scalar<P> scalar(std::string name) {
     program_.scalars.push_back(std::move(name));
-    return {graph_.get(), graph_->leaf(ir::Op::scalar_param, Shape::scalar, slot(program_.scalars))};
+    return {graph_.get(),
+            graph_->leaf(ir::Op::scalar_param, Shape::scalar, slot(program_.scalars))};
   }
   // N, the row length, as a Scalar.
-  Scalar<P> row_length() { return {graph_.get(), graph_->leaf(ir::Op::row_length, Shape::scalar, 0)}; }
+  Scalar<P> row_length() {
+    return {graph_.get(), graph_->leaf(ir::Op::row_length, Shape::scalar, 0)};
+  }
 
   // An [M, N] tensor written by the kernel.
   template <class Q, Shape S>

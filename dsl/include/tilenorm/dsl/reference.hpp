@@ -14,7 +14,8 @@ namespace tilenorm {
 
 // Values uniform in [low, high), rounded to `dtype` (so the device reads them exactly);
 // rounding can move a value onto `high`.
-std::vector<double> random_values(std::size_t count, std::uint64_t seed, double low, double high, DType dtype);
+std::vector<double> random_values(std::size_t count, std::uint64_t seed, double low, double high,
+                                  DType dtype);
 
 // Storage bytes of `values` rounded to `dtype`, and back.
 std::vector<std::byte> encode(std::span<const double> values, DType dtype);
@@ -40,6 +41,7 @@ struct Comparison {
   std::string describe() const;
 };
 
-Comparison compare(std::span<const double> actual, std::span<const double> expected, Tolerance tolerance);
+Comparison compare(std::span<const double> actual, std::span<const double> expected,
+                   Tolerance tolerance);
 
 }  // namespace tilenorm

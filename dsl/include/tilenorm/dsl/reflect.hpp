@@ -13,7 +13,8 @@ template <class Struct>
 nlohmann::json to_json(const Struct& value) {
   nlohmann::json out = nlohmann::json::object();
   boost::hana::for_each(boost::hana::accessors<Struct>(), [&](auto accessor) {
-    out[boost::hana::to<const char*>(boost::hana::first(accessor))] = boost::hana::second(accessor)(value);
+    out[boost::hana::to<const char*>(boost::hana::first(accessor))] =
+        boost::hana::second(accessor)(value);
   });
   return out;
 }

@@ -10,12 +10,12 @@ namespace tilenorm {
 // y = (x - mean) * rstd * weight + bias over each row. weight and bias are optional (bias
 // needs weight). mean and rstd receive the per-row statistics unless their data is null.
 void layer_norm(Runtime& runtime, const TensorView& x, const std::optional<ColumnView>& weight,
-                const std::optional<ColumnView>& bias, const TensorView& y, float eps, Stream stream,
-                RowStatView mean = {}, RowStatView rstd = {});
+                const std::optional<ColumnView>& bias, const TensorView& y, float eps,
+                Stream stream, RowStatView mean = {}, RowStatView rstd = {});
 
 // y = x * rsqrt(mean(x^2) + eps) * weight over each row; weight is optional. rstd receives the
 // per-row statistic unless its data is null.
-void rms_norm(Runtime& runtime, const TensorView& x, const std::optional<ColumnView>& weight, const TensorView& y,
-              float eps, Stream stream, RowStatView rstd = {});
+void rms_norm(Runtime& runtime, const TensorView& x, const std::optional<ColumnView>& weight,
+              const TensorView& y, float eps, Stream stream, RowStatView rstd = {});
 
 }  // namespace tilenorm

@@ -20,9 +20,9 @@ struct CheckOptions {
   std::int64_t extra_row_stride = 0;  // row_stride = cols + extra_row_stride (a strided view)
   std::int64_t element_offset = 0;    // start each tensor this many elements into its buffer
   std::uint64_t seed = 1;
-  std::vector<float> scalars{};           // empty: 1e-5 for every scalar (an eps)
-  std::optional<KernelConfig> config{};   // empty: what the runtime chooses
-  std::int64_t reference_rows = 0;        // > 0: compare only this many rows (spread over M)
+  std::vector<float> scalars{};          // empty: 1e-5 for every scalar (an eps)
+  std::optional<KernelConfig> config{};  // empty: what the runtime chooses
+  std::int64_t reference_rows = 0;       // > 0: compare only this many rows (spread over M)
 };
 
 struct CheckReport {
@@ -30,9 +30,9 @@ struct CheckReport {
     std::string name;
     Comparison comparison;
   };
-  std::vector<Output> outputs;       // row outputs, then statistics
-  std::size_t unwritten = 0;         // output elements still holding the poison
-  std::size_t clobbered = 0;         // bytes outside the views that changed
+  std::vector<Output> outputs;  // row outputs, then statistics
+  std::size_t unwritten = 0;    // output elements still holding the poison
+  std::size_t clobbered = 0;    // bytes outside the views that changed
   ResolvedConfig used{};
   bool ok() const;
   std::string describe() const;

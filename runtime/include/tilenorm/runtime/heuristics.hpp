@@ -19,7 +19,7 @@ struct DeviceLimits {
 int widest_vec(DType io_dtype, DType param_dtype);
 
 // `max_vec` (0: the widest) caps the vector width, e.g. for pointers that are not 16-byte aligned.
-KernelConfig heuristic_config(const LoweredProgram& program, DType io_dtype, DType param_dtype, std::int64_t n,
-                              const DeviceLimits& limits, int max_vec = 0);
+KernelConfig heuristic_config(const LoweredProgram& program, DType io_dtype, DType param_dtype,
+                              std::int64_t n, const DeviceLimits& limits, int max_vec = 0);
 
 }  // namespace tilenorm

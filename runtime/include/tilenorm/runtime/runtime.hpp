@@ -45,7 +45,6 @@ class Runtime;
 // The dtype field of tuning keys: "bf16", or "bf16/fp32" when parameters differ from rows.
 std::string tuning_dtype_key(DType io_dtype, DType param_dtype);
 
-
 // A program bound to a runtime: lowered and hashed once, its kernels loaded on first use
 // per (dtype, N, M bucket, alignment). Launching does no allocation and no synchronisation
 // once that kernel is loaded, so it is safe inside CUDA graph capture.
@@ -97,8 +96,8 @@ class Runtime {
   std::size_t shared_memory_per_block() const;
 
   struct Statistics {
-    std::uint64_t kernels_loaded = 0;   // modules loaded into the context
-    std::uint64_t nvrtc_compiles = 0;   // of those, compiled now (the rest came from disk)
+    std::uint64_t kernels_loaded = 0;  // modules loaded into the context
+    std::uint64_t nvrtc_compiles = 0;  // of those, compiled now (the rest came from disk)
   };
   Statistics statistics() const;
 
@@ -117,7 +116,7 @@ struct BuiltKernel {
   int spill_bytes = 0;
   bool from_disk_cache = false;
 };
-BuiltKernel build_kernel(const LoweredProgram& program, const KernelSpec& spec, const std::string& arch,
-                         bool use_disk_cache = true);
+BuiltKernel build_kernel(const LoweredProgram& program, const KernelSpec& spec,
+                         const std::string& arch, bool use_disk_cache = true);
 
 }  // namespace tilenorm
