@@ -33,7 +33,6 @@ using ir::Shape;
 template <class Program, Shape S>
 class Value {
  public:
-  using program_tag = Program;
   static constexpr Shape shape = S;
 
   Value(ir::Graph* graph, ir::NodeId id) : graph_(graph), id_(id) {}
