@@ -128,18 +128,6 @@ class Emitter {
         spec_(spec),
         geo_(geometry(spec)),
         storage_(static_cast<RowStorage>(spec.config.row_storage)) {
-    phase_after_.assign(g_.size(), -1);
-    for (NodeId id : p_.reachable_nodes()) {
-      const Node& n = g_.node(id);
-      int after = -1;
-      for (int i = 0; i < n.arity; ++i) after = std::max(after, phase_after_[n.args[i]]);
-      phase_after_[id] = after;
-      for (std::size_t phase = 0; phase < lp_.reduction_phases.size(); ++phase) {
-        const auto& ids = lp_.reduction_phases[phase];
-        if (std::find(ids.begin(), ids.end(), id) != ids.end())
-          phase_after_[id] = static_cast<int>(phase);
-      }
-    }
     stashed_.assign(p_.row_inputs.size(), false);
   }
 
@@ -475,7 +463,7 @@ class Emitter {
   void emit_row_scalars(int phase) {
     for (NodeId id : p_.reachable_nodes()) {
       const Node& n = g_.node(id);
-      if (n.shape == Shape::row_scalar && !ir::is_reduction(n.op) && phase_after_[id] == phase) {
+      if (n.shape == Shape::row_scalar && !ir::is_reduction(n.op) && lp_.phase_after[id] == phase) {
         out_ << "  const float " << ref(id) << " = " << expression(id) << ";\n";
       }
     }
@@ -498,7 +486,6 @@ class Emitter {
   KernelSpec spec_;
   Geometry geo_;
   RowStorage storage_;
-  std::vector<int> phase_after_;
   std::vector<bool> stashed_;
   std::ostringstream out_;
 };

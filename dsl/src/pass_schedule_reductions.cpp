@@ -58,13 +58,13 @@ LoweredProgram schedule_reductions(const ir::Program& program) {
     return ir::is_reduction(node.op) ? pull_out_row_constants(node.op, node.args[0], g)
                                      : g.intern(node);
   });
-  // phase_after[id]: the latest reduction phase `id` depends on (-1: none).
   const ir::Graph& g = *lowered.program.graph;
-  std::vector<int> phase_after(g.size(), -1);
+  lowered.phase_after.assign(g.size(), -1);
   for (NodeId id : lowered.program.reachable_nodes()) {
     const Node& n = g.node(id);
     int depends_on = -1;
-    for (int i = 0; i < n.arity; ++i) depends_on = std::max(depends_on, phase_after[n.args[i]]);
+    for (int i = 0; i < n.arity; ++i)
+      depends_on = std::max(depends_on, lowered.phase_after[n.args[i]]);
     if (ir::is_reduction(n.op)) {
       const int phase = depends_on + 1;
       if (lowered.reduction_phases.size() <= static_cast<std::size_t>(phase)) {
@@ -73,7 +73,7 @@ LoweredProgram schedule_reductions(const ir::Program& program) {
       lowered.reduction_phases[phase].push_back(id);
       depends_on = phase;
     }
-    phase_after[id] = depends_on;
+    lowered.phase_after[id] = depends_on;
   }
   return lowered;
 }

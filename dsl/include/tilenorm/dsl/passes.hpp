@@ -13,6 +13,9 @@ namespace tilenorm {
 struct LoweredProgram {
   ir::Program program;
   std::vector<std::vector<ir::NodeId>> reduction_phases;
+  // Per node id: the latest reduction phase the node depends on (its own, for a reduction),
+  // or -1 when it depends on none. Code generation places row-scalar values with it.
+  std::vector<int> phase_after;
   std::string to_string() const;
 };
 
