@@ -183,7 +183,7 @@ class OpBench {
  public:
   OpBench(tilenorm::Runtime& runtime, const std::string& op, const Options& options,
           const std::vector<std::byte>& input_bytes, std::size_t l2_bytes)
-      : norm_(runtime.builtin(op)), op_(op), options_(options) {
+      : norm_(tilenorm::kernels::builtin(runtime, op)), op_(op), options_(options) {
     const tilenorm::ir::Program& program = norm_.program();
     const std::size_t element_size = tilenorm::dtype_size(options.dtype);
     const std::size_t tensor_bytes = static_cast<std::size_t>(options.elements) * element_size;

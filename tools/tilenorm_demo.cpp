@@ -110,7 +110,7 @@ int run_on_gpu() {
               "first call ms", "us", "TB/s", "ceiling");
   bool all_ok = true;
   for (const std::string op : {"layer_norm", "rms_norm"}) {
-    const tilenorm::Norm& norm = runtime.builtin(op);
+    const tilenorm::Norm& norm = tilenorm::kernels::builtin(runtime, op);
     auto launch = [&](int i) {
       const int set = i % Workload::kSets;
       if (op == "layer_norm") {

@@ -3,8 +3,13 @@
 #include <array>
 
 #include "tilenorm/dsl/error.hpp"
+#include "tilenorm/kernels/programs.hpp"
 
 namespace tilenorm {
+
+const Norm& kernels::builtin(Runtime& runtime, std::string_view name) {
+  return runtime.load_named(name, [name] { return builtin_program(name); });
+}
 
 void layer_norm(Runtime& runtime, const TensorView& x, const std::optional<ColumnView>& weight,
                 const std::optional<ColumnView>& bias, const TensorView& y, float eps,
@@ -19,7 +24,7 @@ void layer_norm(Runtime& runtime, const TensorView& x, const std::optional<Colum
   if (bias) columns[column_count++] = *bias;
   const RowStatView stats[] = {mean, rstd};
   const float scalars[] = {eps};
-  runtime.builtin(name).launch({{&x, 1}, {&y, 1}, {columns.data(), column_count}, stats, scalars},
+  kernels::builtin(runtime, name).launch({{&x, 1}, {&y, 1}, {columns.data(), column_count}, stats, scalars},
                                stream);
 }
 
@@ -28,7 +33,7 @@ void rms_norm(Runtime& runtime, const TensorView& x, const std::optional<ColumnV
   const ColumnView columns[] = {weight.value_or(ColumnView{})};
   const RowStatView stats[] = {rstd};
   const float scalars[] = {eps};
-  runtime.builtin(weight ? "rms_norm" : "rms_norm_no_weight")
+  kernels::builtin(runtime, weight ? "rms_norm" : "rms_norm_no_weight")
       .launch({{&x, 1}, {&y, 1}, {columns, weight ? 1u : 0u}, stats, scalars}, stream);
 }
 

@@ -12,7 +12,6 @@
 
 #include "tilenorm/dsl/error.hpp"
 #include "tilenorm/dsl/reflect.hpp"
-#include "tilenorm/kernels/programs.hpp"
 #include "tilenorm/runtime/disk_cache.hpp"
 #include "tilenorm/runtime/driver.hpp"
 #include "tilenorm/runtime/heuristics.hpp"
@@ -119,7 +118,7 @@ struct Runtime::Impl {
   TuningDatabaseStack tuning;
   std::mutex mutex;                                   // guards modules and builtins
   std::unordered_map<std::string, CUmodule> modules;  // by compile cache key, in `context`
-  std::map<std::string, Norm, std::less<>> builtins;
+  std::map<std::string, Norm, std::less<>> builtins;  // load_named, by name
   std::atomic<std::uint64_t> kernels_loaded{0};
   std::atomic<std::uint64_t> nvrtc_compiles{0};
 
@@ -457,12 +456,13 @@ Norm Runtime::load(const ir::Program& program) {
   return Norm(std::move(state));
 }
 
-const Norm& Runtime::builtin(std::string_view name) {
+const Norm& Runtime::load_named(std::string_view name,
+                                const std::function<ir::Program()>& make) {
   {
     std::lock_guard lock(impl_->mutex);
     if (auto it = impl_->builtins.find(name); it != impl_->builtins.end()) return it->second;
   }
-  Norm norm = load(kernels::builtin_program(name));
+  Norm norm = load(make());
   std::lock_guard lock(impl_->mutex);
   return impl_->builtins.emplace(std::string(name), std::move(norm)).first->second;
 }

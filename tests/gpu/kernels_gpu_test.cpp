@@ -130,7 +130,7 @@ TEST_CASE("the Gemma RMSNorm example matches the interpreter") {
 }
 
 TEST_CASE("every row storage mode gives the same results") {
-  const tilenorm::Norm& norm = shared_runtime().builtin("layer_norm");
+  const tilenorm::Norm& norm = tilenorm::kernels::builtin(shared_runtime(), "layer_norm");
   for (int storage = 0; storage <= 2; ++storage) {
     for (std::int64_t n : {1000, 5120}) {
       CAPTURE(storage);

@@ -7,6 +7,11 @@
 
 namespace tilenorm {
 
+namespace kernels {
+// The built-in kernel of that name, loaded once per runtime.
+const Norm& builtin(Runtime& runtime, std::string_view name);
+}  // namespace kernels
+
 // y = (x - mean) * rstd * weight + bias over each row. weight and bias are optional (bias
 // needs weight). mean and rstd receive the per-row statistics unless their data is null.
 void layer_norm(Runtime& runtime, const TensorView& x, const std::optional<ColumnView>& weight,

@@ -4,6 +4,7 @@
 // stream. Only launching needs a GPU; see build_kernel() for compiling without one.
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -85,8 +86,9 @@ class Runtime {
   Runtime& operator=(const Runtime&) = delete;
 
   Norm load(const ir::Program& program);
-  // The built-in kernel of that name (kernels::builtin_program), loaded once per runtime.
-  const Norm& builtin(std::string_view name);
+  // The program `make()` builds, loaded once per runtime under `name` (later calls with the
+  // same name return the first one). The built-in kernels are loaded through this.
+  const Norm& load_named(std::string_view name, const std::function<ir::Program()>& make);
 
   std::string device_name() const;
   std::string arch() const;  // e.g. "sm_90"
