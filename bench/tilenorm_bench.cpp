@@ -15,6 +15,7 @@
 #include "tilenorm/dsl/error.hpp"
 #include "tilenorm/dsl/reference.hpp"
 #include "tilenorm/dsl/reflect.hpp"
+#include "tilenorm/kernels/norms.hpp"
 #include "tilenorm/kernels/programs.hpp"
 #include "tilenorm/runtime/check.hpp"
 #include "tilenorm/runtime/driver.hpp"
