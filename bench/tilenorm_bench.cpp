@@ -40,6 +40,10 @@ options:
   --elements E       elements per shape; M = E / N (default 67108864 = 2^26)
   --ops LIST         built-in kernels to time (default layer_norm,rms_norm: the weight + bias
                      LayerNorm and the weight RMSNorm)
+  --pass LIST        forward (x read, y written), backward (the derived backward reading the
+                     saved statistics: x and dy read, dx written, dweight/dbias summed) and
+                     recompute (the backward recomputing the statistics from x); default
+                     forward,backward
   --repeats R        timed launches per shape; the median is reported (default 50)
   --json PATH        also write the results as JSON to PATH
   --no-tuning-db     use the heuristic configuration only, ignoring tuning databases
@@ -65,6 +69,7 @@ struct Options {
                                   8192, 16384, 32768, 65536, 131072, 262144};
   std::int64_t elements = std::int64_t{1} << 26;
   std::vector<std::string> ops = {"layer_norm", "rms_norm"};
+  std::vector<std::string> passes = {"forward", "backward"};
   int repeats = 50;
   std::string json_path;
   bool use_tuning_database = true;
@@ -114,6 +119,13 @@ Options parse_options(const std::vector<std::string>& args, bool& help) {
     } else if (arg == "--ops") {
       options.ops = split_commas(arg, value());
       for (const std::string& op : options.ops) tilenorm::kernels::builtin_program(op);
+    } else if (arg == "--pass") {
+      options.passes = split_commas(arg, value());
+      for (const std::string& pass : options.passes) {
+        if (pass != "forward" && pass != "backward" && pass != "recompute")
+          throw tilenorm::Error("--pass: unknown pass '" + pass +
+                                "' (expected forward, backward or recompute)");
+      }
     } else if (arg == "--repeats") {
       options.repeats =
           static_cast<int>(std::min<std::int64_t>(to_positive_int(arg, value()), 1 << 20));
@@ -162,9 +174,10 @@ CopyCeiling measure_copy_ceiling() {
 
 struct ShapeResult {
   std::string op;
+  std::string pass;
   std::int64_t n = 0;
   std::int64_t m = 0;
-  double bytes = 0;  // row inputs read + row outputs written
+  double bytes = 0;  // row tensors read + written (x, y; or x, dy, dx)
   int buffer_sets = 0;
   std::optional<tilenorm::ResolvedConfig> resolved;
   double median_us = 0;
@@ -173,68 +186,90 @@ struct ShapeResult {
   std::string error;  // empty when the shape was checked and timed
 };
 
-// One set of row tensors; the timed launches rotate over several so inputs come from DRAM.
-struct BufferSet {
-  std::vector<driver::DeviceBuffer> inputs;
-  std::vector<driver::DeviceBuffer> outputs;
-};
+// The program a pass times: the forward, or its derived backward (statistics read back, or
+// recomputed from x).
+std::string program_for(const std::string& op, const std::string& pass) {
+  if (pass == "backward") return op + "_backward";
+  if (pass == "recompute") return op + "_backward_recompute";
+  return op;
+}
 
-// Everything one op needs for every N: buffers sized for --elements, columns for the largest N.
+// Everything one (op, pass) needs for every N, derived from the program's slots: buffers sized
+// for --elements, columns for the largest N.
 class OpBench {
  public:
-  OpBench(tilenorm::Runtime& runtime, const std::string& op, const Options& options,
-          const std::vector<std::byte>& input_bytes, std::size_t l2_bytes)
-      : norm_(tilenorm::kernels::builtin(runtime, op)), op_(op), options_(options) {
+  OpBench(tilenorm::Runtime& runtime, const std::string& op, const std::string& pass,
+          const Options& options, const std::vector<std::byte>& input_bytes, std::size_t l2_bytes)
+      : norm_(tilenorm::kernels::builtin(runtime, program_for(op, pass))),
+        op_(op),
+        pass_(pass),
+        options_(options) {
     const tilenorm::ir::Program& program = norm_.program();
     const std::size_t element_size = tilenorm::dtype_size(options.dtype);
     const std::size_t tensor_bytes = static_cast<std::size_t>(options.elements) * element_size;
-    const std::size_t set_bytes =
-        (program.row_inputs.size() + program.row_outputs.size()) * tensor_bytes;
+    std::size_t row_tensors = 0;
+    for (const auto& slot : program.slots) row_tensors += slot.shape == tilenorm::ir::Shape::tile;
+    const std::size_t set_bytes = row_tensors * tensor_bytes;
     // At least two sets, and more until one pass over them is larger than twice the L2.
     const std::size_t sets = std::max<std::size_t>(2, 2 * l2_bytes / set_bytes + 1);
-    for (std::size_t s = 0; s < sets; ++s) {
-      BufferSet& set = sets_.emplace_back();
-      for (std::size_t i = 0; i < program.row_inputs.size(); ++i) {
-        set.inputs.emplace_back(tensor_bytes).upload(input_bytes.data(), tensor_bytes);
-      }
-      for (std::size_t i = 0; i < program.row_outputs.size(); ++i) {
-        set.outputs.emplace_back(tensor_bytes);
-      }
-    }
     const std::int64_t max_n = *std::max_element(options.ns.begin(), options.ns.end());
-    for (std::size_t i = 0; i < program.columns.size(); ++i) {
-      const std::vector<std::byte> bytes =
-          tilenorm::encode(tilenorm::random_values(static_cast<std::size_t>(max_n),
-                                                   kInputSeed + 1 + i, -1.5, 1.5, options.dtype),
-                           options.dtype);
-      columns_.emplace_back(bytes.size()).upload(bytes.data(), bytes.size());
+    const std::int64_t min_n = *std::min_element(options.ns.begin(), options.ns.end());
+    const auto max_m = static_cast<std::size_t>(options.elements / min_n);
+    slot_buffers_.resize(program.slots.size());
+    for (std::size_t s = 0; s < sets; ++s) {
+      auto& set = sets_.emplace_back(program.slots.size());
+      for (std::size_t i = 0; i < program.slots.size(); ++i) {
+        const auto& slot = program.slots[i];
+        if (slot.shape != tilenorm::ir::Shape::tile) continue;
+        set[i] = driver::DeviceBuffer(tensor_bytes);
+        if (slot.role == tilenorm::ir::Role::read) set[i].upload(input_bytes.data(), tensor_bytes);
+      }
     }
-    // Null statistics are not written: the inference forward, as torch.compile runs it.
-    row_stats_.assign(program.row_stats.size(), tilenorm::RowStatView{});
-    scalars_.assign(program.scalars.size(), static_cast<float>(kEps));
+    for (std::size_t i = 0; i < program.slots.size(); ++i) {
+      const auto& slot = program.slots[i];
+      const bool read = slot.role == tilenorm::ir::Role::read;
+      if (slot.shape == tilenorm::ir::Shape::column) {
+        const std::vector<std::byte> bytes = tilenorm::encode(
+            tilenorm::random_values(static_cast<std::size_t>(max_n), kInputSeed + 1 + i, -1.5, 1.5,
+                                    options.dtype),
+            options.dtype);
+        slot_buffers_[i] = driver::DeviceBuffer(bytes.size());
+        if (read) slot_buffers_[i].upload(bytes.data(), bytes.size());
+      } else if (slot.shape == tilenorm::ir::Shape::row_scalar && read) {
+        // Saved statistics read back by the backward: plausible values (mean 0, rstd 1).
+        const std::vector<float> ones(max_m, slot.name == "mean" ? 0.0f : 1.0f);
+        slot_buffers_[i] = driver::DeviceBuffer(max_m * sizeof(float));
+        slot_buffers_[i].upload(ones.data(), max_m * sizeof(float));
+      } else if (slot.shape == tilenorm::ir::Shape::scalar && !read) {
+        slot_buffers_[i] = driver::DeviceBuffer(sizeof(float));
+      }
+    }
   }
 
   ShapeResult run(std::int64_t n, driver::Stream& stream, std::vector<driver::Event>& starts,
                   std::vector<driver::Event>& ends) const {
     ShapeResult result;
     result.op = op_;
+    result.pass = pass_;
     result.n = n;
     result.m = options_.elements / n;
     result.buffer_sets = static_cast<int>(sets_.size());
     const double tensor_bytes =
         static_cast<double>(result.m * n) * tilenorm::dtype_size(options_.dtype);
-    result.bytes =
-        static_cast<double>(sets_[0].inputs.size() + sets_[0].outputs.size()) * tensor_bytes;
+    std::size_t row_tensors = 0;
+    for (const auto& slot : norm_.program().slots)
+      row_tensors += slot.shape == tilenorm::ir::Shape::tile;
+    result.bytes = static_cast<double>(row_tensors) * tensor_bytes;
     try {
-      const std::vector<SetViews> views = make_views(n, result.m);
-      std::vector<tilenorm::KernelArgs> args;
-      for (const SetViews& v : views) {
-        args.push_back({v.inputs, v.outputs, v.columns, row_stats_, scalars_});
-      }
+      const std::vector<std::vector<tilenorm::Arg>> args = make_args(n, result.m);
       result.resolved = norm_.resolve(args[0]);
+      const std::size_t workspace_bytes = norm_.workspace_bytes(args[0]);
+      driver::DeviceBuffer workspace_buffer(std::max<std::size_t>(workspace_bytes, 16));
+      const tilenorm::Workspace workspace{reinterpret_cast<void*>(workspace_buffer.get()),
+                                          workspace_bytes};
       const tilenorm::Stream launch_stream = stream.get();
       // The first launch compiles or loads the kernel, and surfaces a fault before any timing.
-      norm_.launch(args[0], launch_stream);
+      norm_.launch(args[0], launch_stream, workspace);
       stream.synchronize();
 
       // The same configuration on a small M, against the interpreter: never time a wrong kernel.
@@ -244,7 +279,6 @@ class OpBench {
       check.rows = std::min(result.m, kCheckRows);
       check.cols = n;
       check.seed = kCheckSeed;
-      check.scalars = scalars_;
       check.config = result.resolved->config;
       const tilenorm::CheckReport report = tilenorm::check_against_interpreter(norm_, check);
       if (!report.ok()) {
@@ -252,10 +286,11 @@ class OpBench {
         return result;
       }
 
-      for (int i = 0; i < kWarmupLaunches; ++i) norm_.launch(args[i % args.size()], launch_stream);
+      for (int i = 0; i < kWarmupLaunches; ++i)
+        norm_.launch(args[i % args.size()], launch_stream, workspace);
       for (int r = 0; r < options_.repeats; ++r) {
         starts[r].record(stream.get());
-        norm_.launch(args[(kWarmupLaunches + r) % args.size()], launch_stream);
+        norm_.launch(args[(kWarmupLaunches + r) % args.size()], launch_stream, workspace);
         ends[r].record(stream.get());
       }
       stream.synchronize();
@@ -273,36 +308,46 @@ class OpBench {
   }
 
  private:
-  struct SetViews {
-    std::vector<tilenorm::TensorView> inputs;
-    std::vector<tilenorm::TensorView> outputs;
-    std::vector<tilenorm::ColumnView> columns;
-  };
-
-  std::vector<SetViews> make_views(std::int64_t n, std::int64_t m) const {
-    std::vector<SetViews> views;
-    for (const BufferSet& set : sets_) {
-      SetViews& v = views.emplace_back();
-      auto rows = [&](const driver::DeviceBuffer& buffer) {
-        return tilenorm::TensorView::contiguous(reinterpret_cast<void*>(buffer.get()),
-                                                options_.dtype, m, n);
-      };
-      for (const auto& buffer : set.inputs) v.inputs.push_back(rows(buffer));
-      for (const auto& buffer : set.outputs) v.outputs.push_back(rows(buffer));
-      for (const auto& buffer : columns_) {
-        v.columns.push_back({reinterpret_cast<void*>(buffer.get()), options_.dtype, n});
+  // One argument list per buffer set, in slot order.
+  std::vector<std::vector<tilenorm::Arg>> make_args(std::int64_t n, std::int64_t m) const {
+    const tilenorm::ir::Program& program = norm_.program();
+    std::vector<std::vector<tilenorm::Arg>> all;
+    for (const auto& set : sets_) {
+      auto& args = all.emplace_back();
+      for (std::size_t i = 0; i < program.slots.size(); ++i) {
+        const auto& slot = program.slots[i];
+        void* shared = reinterpret_cast<void*>(slot_buffers_[i].get());
+        switch (slot.shape) {
+          case tilenorm::ir::Shape::tile:
+            args.push_back(tilenorm::TensorView::contiguous(reinterpret_cast<void*>(set[i].get()),
+                                                            options_.dtype, m, n));
+            break;
+          case tilenorm::ir::Shape::column:
+            args.push_back(tilenorm::ColumnView{shared, options_.dtype, n});
+            break;
+          case tilenorm::ir::Shape::row_scalar:
+            // Null statistics are not written: the inference forward, as torch.compile runs it.
+            args.push_back(tilenorm::RowStatView{static_cast<float*>(shared), m});
+            break;
+          case tilenorm::ir::Shape::scalar:
+            if (slot.role == tilenorm::ir::Role::read)
+              args.push_back(static_cast<float>(kEps));
+            else
+              args.push_back(tilenorm::ScalarView{static_cast<float*>(shared)});
+            break;
+        }
       }
     }
-    return views;
+    return all;
   }
 
   const tilenorm::Norm& norm_;
-  std::string op_;
+  std::string op_, pass_;
   const Options& options_;
-  std::vector<BufferSet> sets_;
-  std::vector<driver::DeviceBuffer> columns_;
-  std::vector<tilenorm::RowStatView> row_stats_;
-  std::vector<float> scalars_;
+  // Row tensors per set and slot; the timed launches rotate over the sets so inputs come from
+  // DRAM.
+  std::vector<std::vector<driver::DeviceBuffer>> sets_;
+  std::vector<driver::DeviceBuffer> slot_buffers_;        // shared by the sets, per slot
 };
 
 std::string config_text(const tilenorm::KernelConfig& config) {
@@ -329,7 +374,7 @@ void print_header(const driver::DeviceInfo& info, const Options& options,
 }
 
 void print_row(const ShapeResult& row, const CopyCeiling& ceiling) {
-  std::cout << std::left << std::setw(22) << row.op << std::right << std::setw(8) << row.n
+  std::cout << std::left << std::setw(22) << (row.op + " " + row.pass) << std::right << std::setw(8) << row.n
             << std::setw(9) << row.m;
   if (row.error.empty()) {
     std::cout << std::fixed << std::setprecision(1) << std::setw(10) << row.median_us
@@ -350,6 +395,7 @@ void print_row(const ShapeResult& row, const CopyCeiling& ceiling) {
 
 nlohmann::json to_json(const ShapeResult& row, const CopyCeiling& ceiling) {
   nlohmann::json out = {{"op", row.op},
+                        {"pass", row.pass},
                         {"n", row.n},
                         {"m", row.m},
                         {"bytes", row.bytes},
@@ -409,11 +455,14 @@ int run(const Options& options) {
   std::vector<driver::Event> starts(options.repeats), ends(options.repeats);
 
   std::vector<ShapeResult> rows;
-  for (const std::string& op : options.ops) {
-    const OpBench bench(runtime, op, options, input_bytes, static_cast<std::size_t>(info.l2_bytes));
-    for (std::int64_t n : options.ns) {
-      rows.push_back(bench.run(n, stream, starts, ends));
-      print_row(rows.back(), ceiling);
+  for (const std::string& pass : options.passes) {
+    for (const std::string& op : options.ops) {
+      const OpBench bench(runtime, op, pass, options, input_bytes,
+                          static_cast<std::size_t>(info.l2_bytes));
+      for (std::int64_t n : options.ns) {
+        rows.push_back(bench.run(n, stream, starts, ends));
+        print_row(rows.back(), ceiling);
+      }
     }
   }
   if (!options.json_path.empty()) write_json(options.json_path, info, options, ceiling, rows);

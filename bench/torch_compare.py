@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
-"""Times PyTorch's LayerNorm and RMSNorm forward, eager and torch.compile, at the shapes
-tilenorm-bench uses, plus the device-to-device copy ceiling, and writes JSON for report.py.
+"""Times PyTorch's LayerNorm and RMSNorm, eager and torch.compile, at the shapes tilenorm-bench
+uses: the forward, the backward, and the recomputing backward (forward + backward, as under
+activation checkpointing). Also the device-to-device copy ceiling. Writes JSON for report.py.
 
 Needs a GPU and PyTorch (with Triton for torch.compile); see bench/README.md.
-Exit status: 0 all timed, 1 some (op, implementation, N) failed, 2 bad arguments, 3 no
+Exit status: 0 all timed, 1 some (op, pass, implementation, N) failed, 2 bad arguments, 3 no
 PyTorch or no GPU.
 """
 import argparse
@@ -11,11 +12,20 @@ import datetime
 import json
 import statistics
 import sys
+import time
+import warnings
 
 DEFAULT_NS = "128,512,1024,2048,4096,5120,8192,16384,32768,65536,131072,262144"
 DTYPE_NAMES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
 OPS = ("layer_norm", "rms_norm")
 IMPLS = ("eager", "compile")
+# forward: y = f(x). backward: the gradients of a y computed outside the timed region.
+# recompute: y = f(x) and its gradients, the unit activation checkpointing runs in the backward.
+PASSES = ("forward", "backward", "recompute")
+DEFAULT_PASSES = "forward,backward"
+# auto: CUDA-graph replays, and CUDA events around back-to-back calls for a row whose capture
+# fails; graph: a failed capture fails the row; events: always events.
+TIMINGS = ("auto", "graph", "events")
 EPS = 1e-5
 # Calls before timing: they also queue enough GPU work that Python enqueues the timed calls
 # ahead of the GPU, so no host gap lands between a pair of events.
@@ -25,6 +35,11 @@ COPY_WARMUPS = 2
 COPY_REPEATS = 10
 # torch.compile against eager on the first input: a couple of units in the last place.
 TOLERANCES = {"bf16": 2e-2, "fp16": 2e-3, "fp32": 1e-4}
+# Events timing: calls between one pair of events (rounded up to whole passes over the buffer
+# sets), and the GPU sleep that keeps the GPU busy while Python queues them.
+EVENT_CALLS = 10
+SLEEP_CALIBRATION_CYCLES = 10_000_000
+SLEEP_MARGIN_US = 50.0
 
 
 def comma_list(text, convert):
@@ -41,6 +56,13 @@ def positive_int(text):
     return value
 
 
+def non_negative_int(text):
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"needs a non-negative integer, got '{text}'")
+    return value
+
+
 def choice_list(choices):
     def convert(item):
         if item not in choices:
@@ -52,8 +74,8 @@ def choice_list(choices):
 
 def parse_args():
     parser = argparse.ArgumentParser(
-        description="Time F.layer_norm / F.rms_norm (eager and torch.compile) and the copy "
-        "ceiling; write JSON for bench/report.py.")
+        description="Time F.layer_norm / F.rms_norm (eager and torch.compile; forward, "
+        "backward, recomputing backward) and the copy ceiling; write JSON for bench/report.py.")
     parser.add_argument("--dtype", choices=sorted(DTYPE_NAMES), default="bf16")
     parser.add_argument("--n", type=lambda text: comma_list(text, positive_int),
                         default=comma_list(DEFAULT_NS, int),
@@ -64,8 +86,19 @@ def parse_args():
                         help="layer_norm (weight + bias), rms_norm (weight); default both")
     parser.add_argument("--impls", type=choice_list(IMPLS), default=list(IMPLS),
                         help="eager, compile; default both")
+    parser.add_argument("--pass", dest="passes", type=choice_list(PASSES),
+                        default=comma_list(DEFAULT_PASSES, str),
+                        help="forward, backward (gradients of x, weight and bias), recompute "
+                        f"(forward + backward); default {DEFAULT_PASSES}")
     parser.add_argument("--repeats", type=positive_int, default=50,
-                        help="timed calls per shape; the median is reported (default 50)")
+                        help="timed graph replays (or event pairs) per shape; the median is "
+                        "reported (default 50)")
+    parser.add_argument("--timing", choices=TIMINGS, default="auto",
+                        help="graph: CUDA-graph replays; events: CUDA events around back-to-back "
+                        "calls; auto (default): graph, and events for a row whose capture fails")
+    parser.add_argument("--profile-calls", type=non_negative_int, default=20,
+                        help="calls timed once more by the PyTorch profiler, for kernel_us "
+                        "(GPU kernel time summed, as the anchors); 0 skips it (default 20)")
     parser.add_argument("--json", metavar="PATH", help="write the results as JSON to PATH")
     args = parser.parse_args()
     too_long = [n for n in args.n if n > args.elements]
@@ -79,23 +112,32 @@ def median_and_min(starts, ends):
     return statistics.median(samples), min(samples)
 
 
-def time_calls(torch, call, inputs, repeats):
-    """Median and minimum microseconds per call of `call`, from CUDA-graph replays.
+def describe(error):
+    return f"{type(error).__name__}: {error}".strip()
 
-    One call per input slot (rotating through more memory than the L2 holds) is captured into
-    a graph once; each replay is timed with its own event pair and divided by the number of
-    calls. Python dispatch then cannot stretch the GPU time, which is what the anchors
-    measured too (kernel time summed by the profiler)."""
-    slots = len(inputs)
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
+
+def warm_up(torch, unit, count, stream):
+    """WARMUP_CALLS calls of unit(i) on `stream`. torch.compile's lazy backward compilation and
+    Inductor's first-launch autotuning happen here, never inside a capture or a timed region."""
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
         for i in range(WARMUP_CALLS):
-            call(inputs[i % slots])
-    torch.cuda.current_stream().wait_stream(side)
+            unit(i % count)
+    torch.cuda.current_stream().wait_stream(stream)
+
+
+def time_graph(torch, unit, count, repeats, stream):
+    """Median and minimum microseconds per call of unit(i), from CUDA-graph replays.
+
+    One call per buffer set i (rotating through more memory than the L2 holds) is captured into
+    a graph once, on `stream`; for the backward that is the stream its autograd graph was
+    recorded on, so the autograd engine launches the backward kernels into the capture. Each
+    replay is timed with its own event pair and divided by the number of calls. Python dispatch
+    then cannot stretch the GPU time, which is what the anchors measured too (kernel time
+    summed by the profiler)."""
     graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        outputs = [call(x) for x in inputs]  # kept alive: the graph writes into them
+    with torch.cuda.graph(graph, stream=stream):
+        outputs = [unit(i) for i in range(count)]  # kept alive: the graph writes into them
     graph.replay()
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(repeats)]
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(repeats)]
@@ -104,9 +146,106 @@ def time_calls(torch, call, inputs, repeats):
         graph.replay()
         end.record()
     torch.cuda.synchronize()
-    del outputs
+    del outputs, graph
     median_us, min_us = median_and_min(starts, ends)
-    return median_us / slots, min_us / slots
+    return median_us / count, min_us / count
+
+
+_SLEEP_RATE = []  # cycles per microsecond of torch.cuda._sleep (None: no _sleep), measured once
+
+
+def sleep_cycles_per_us(torch):
+    if not _SLEEP_RATE:
+        sleep = getattr(torch.cuda, "_sleep", None)
+        rate = None
+        if sleep is not None:
+            start, end = (torch.cuda.Event(enable_timing=True) for _ in range(2))
+            start.record()
+            sleep(SLEEP_CALIBRATION_CYCLES)
+            end.record()
+            end.synchronize()
+            rate = SLEEP_CALIBRATION_CYCLES / (1e3 * start.elapsed_time(end))
+        _SLEEP_RATE.append(rate)
+    return _SLEEP_RATE[0]
+
+
+def time_events(torch, unit, count, repeats, stream):
+    """Median and minimum microseconds per call of unit(i), from CUDA events around
+    back-to-back calls, for work that cannot be captured into a CUDA graph.
+
+    Each event pair encloses EVENT_CALLS calls (whole passes over the buffer sets). Before each
+    pair the GPU sleeps for twice as long as Python took to queue the previous batch, so the
+    whole batch is queued before the GPU reaches the first event, and the calls run back to
+    back without host gaps between them."""
+    calls = count * -(-EVENT_CALLS // count)
+    rate = sleep_cycles_per_us(torch)
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(repeats)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(repeats)]
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        begin = time.perf_counter()
+        for i in range(calls):  # untimed: measures how long Python takes to queue a batch
+            unit(i % count)
+        host_us = 1e6 * (time.perf_counter() - begin)
+        for start, end in zip(starts, ends):
+            if rate is not None:
+                torch.cuda._sleep(int(rate * (2.0 * host_us + SLEEP_MARGIN_US)))
+            begin = time.perf_counter()
+            start.record()
+            for i in range(calls):
+                unit(i % count)
+            end.record()
+            host_us = 1e6 * (time.perf_counter() - begin)
+    torch.cuda.synchronize()
+    median_us, min_us = median_and_min(starts, ends)
+    return median_us / calls, min_us / calls
+
+
+def time_unit(torch, args, unit, count, stream):
+    """Warm-up, then the timing fields of a row: "timing" ("graph" or "events"), median_us,
+    min_us, and "graph_error" where --timing auto fell back to events."""
+    warm_up(torch, unit, count, stream)
+    fallback = None
+    if args.timing != "events":
+        try:
+            median_us, min_us = time_graph(torch, unit, count, args.repeats, stream)
+            return {"timing": "graph", "median_us": median_us, "min_us": min_us}
+        except Exception as error:
+            if args.timing == "graph":
+                raise
+            fallback = describe(error)
+            torch.cuda.synchronize()
+    median_us, min_us = time_events(torch, unit, count, args.repeats, stream)
+    fields = {"timing": "events", "median_us": median_us, "min_us": min_us}
+    if fallback is not None:
+        fields["graph_error"] = fallback
+    return fields
+
+
+def profiled_kernel_us(torch, unit, count, calls, stream):
+    """GPU time per call of unit(i), summed by the PyTorch profiler over `calls` calls (whole
+    passes over the buffer sets) as the anchors measured it: the self time of the device events,
+    which is the profiler table's "Self CUDA time total", user annotations left out."""
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+
+    calls = count * -(-calls // count)
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream), warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*Profiler clears events")  # one cycle only
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as profiler:
+            for i in range(calls):
+                unit(i % count)
+            torch.cuda.synchronize()
+    total_us = 0.0
+    for event in profiler.events():
+        if event.device_type != DeviceType.CUDA or getattr(event, "is_user_annotation", False):
+            continue
+        total_us += (event.self_device_time_total if hasattr(event, "self_device_time_total")
+                     else event.self_cuda_time_total)
+    if total_us <= 0.0:
+        raise RuntimeError("the profiler recorded no GPU time")
+    return total_us / calls
 
 
 def measure_copy_ceiling(torch):
@@ -135,47 +274,159 @@ def norm_function(F, op):
     return lambda x, weight: F.rms_norm(x, (x.shape[-1],), weight, EPS)
 
 
+def function_source(torch, F, op):
+    """impl -> the op's function. One torch.compile per (op, N), shared by that shape's passes
+    (inference and training compile as separate entries of it). A fresh, shape-specialised
+    compile per shape: without the reset, the recompile limit would silently fall back to eager
+    after a few shapes."""
+    eager = norm_function(F, op)
+    compiled = []
+
+    def get(impl):
+        if impl == "eager":
+            return eager
+        if not compiled:
+            torch._dynamo.reset()
+            compiled.append(torch.compile(eager, fullgraph=True, dynamic=False))
+        return compiled[0]
+
+    return get
+
+
+def keep_saved_tensors():
+    """Lets a compiled backward run more than once on one forward (retain_graph=True), as the
+    backward pass times it: AOTAutograd otherwise donates the saved tensors' memory to the
+    backward's outputs and refuses a second call. Donation saves memory, not traffic. Returns
+    the donated_buffer setting now in force (None where this PyTorch has none)."""
+    try:
+        from torch._functorch import config
+    except ImportError:
+        return None
+    if not hasattr(config, "donated_buffer"):
+        return None
+    config.donated_buffer = False
+    return False
+
+
 def make_params(torch, op, n, dtype):
     count = 2 if op == "layer_norm" else 1
     return [torch.empty(n, dtype=dtype, device="cuda").uniform_(-1.5, 1.5) for _ in range(count)]
 
 
-def run_shape(torch, F, args, op, impl, n, inputs, params, ceiling_tbps):
-    m = inputs[0].shape[0]
-    row = {"op": op, "impl": impl, "n": n, "m": m,
-           "bytes": 2 * inputs[0].numel() * inputs[0].element_size(), "buffer_sets": len(inputs)}
-    try:
-        eager = norm_function(F, op)
-        if impl == "eager":
-            function = eager
+def pass_tensors(pass_name):
+    """M x N tensors counted in the bytes: forward x read + y written; backward and recompute
+    x and dy read + dx written. Parameters, their gradients and per-row statistics are left out."""
+    return 2 if pass_name == "forward" else 3
+
+
+def make_slots(torch, pass_name, m, n, dtype, l2_bytes):
+    """The buffer sets the calls rotate over: (x,) for the forward, (x, dy) with x a leaf that
+    requires grad otherwise. At least two, and more until one pass over them exceeds twice the
+    L2, so every call reads its inputs from DRAM."""
+    set_bytes = pass_tensors(pass_name) * m * n * dtype.itemsize
+    sets = max(2, 2 * l2_bytes // set_bytes + 1)
+    slots = []
+    for _ in range(sets):
+        x = torch.empty(m, n, dtype=dtype, device="cuda").uniform_(-2.0, 2.5)
+        if pass_name == "forward":
+            slots.append((x,))
         else:
-            # A fresh, shape-specialised compile per shape: without the reset, the recompile
-            # limit would silently fall back to eager after a few shapes.
-            torch._dynamo.reset()
-            function = torch.compile(eager, fullgraph=True, dynamic=False)
-            actual = function(inputs[0], *params)  # compiles
-            expected = eager(inputs[0], *params)
+            slots.append((x.requires_grad_(), torch.empty_like(x).uniform_(-1.0, 1.0)))
+    return slots
+
+
+def make_unit(torch, pass_name, function, params, slots, outputs):
+    """The timed unit of a pass as a function of the buffer-set index i. backward: the gradients
+    of outputs[i], computed once before timing (retain_graph keeps its saved tensors for the
+    next call), so only the backward kernels run. recompute: forward and backward together,
+    what activation checkpointing runs in the backward."""
+    if pass_name == "forward":
+        return lambda i: function(slots[i][0], *params)
+    if pass_name == "backward":
+        return lambda i: torch.autograd.grad(outputs[i], (slots[i][0], *params), slots[i][1],
+                                             retain_graph=True)
+    return lambda i: torch.autograd.grad(function(slots[i][0], *params), (slots[i][0], *params),
+                                         slots[i][1])
+
+
+def check_forward(torch, eager, function, x, params, tolerance):
+    actual = function(x, *params)  # compiles
+    expected = eager(x, *params)
+    torch.testing.assert_close(actual, expected, atol=tolerance, rtol=tolerance)
+
+
+def check_gradients(torch, eager, function, slot, params, tolerance):
+    """torch.compile's gradients against eager's on one buffer set (this also compiles the
+    training graph and, at the first gradient, its backward). The weight and bias gradients
+    are sums over M rows: their rounding grows with the summands rather than with each sum, so
+    their absolute tolerance scales with the largest of them."""
+    x, dy = slot
+    inputs = (x, *params)
+    expected = torch.autograd.grad(eager(x, *params), inputs, dy)
+    actual = torch.autograd.grad(function(x, *params), inputs, dy)
+    for name, got, want in zip(("dx", "dweight", "dbias"), actual, expected):
+        atol = tolerance if name == "dx" else tolerance * max(1.0, want.abs().max().item())
+        try:
+            torch.testing.assert_close(got, want, atol=atol, rtol=tolerance)
+        except AssertionError as error:
+            raise AssertionError(f"{name}: {error}") from None
+
+
+def run_row(torch, args, op, pass_name, impl, n, slots, params, functions, stream, ceiling_tbps):
+    x = slots[0][0]
+    row = {"op": op, "pass": pass_name, "impl": impl, "n": n, "m": x.shape[0],
+           "bytes": pass_tensors(pass_name) * x.numel() * x.element_size(),
+           "buffer_sets": len(slots)}
+    try:
+        eager, function = functions("eager"), functions(impl)
+        if impl == "compile":
             tolerance = TOLERANCES[args.dtype]
-            torch.testing.assert_close(actual, expected, atol=tolerance, rtol=tolerance)
-            del actual, expected
+            if pass_name == "forward":
+                check_forward(torch, eager, function, x, params, tolerance)
+            else:
+                check_gradients(torch, eager, function, slots[0], params, tolerance)
         torch.cuda.synchronize()
-        median_us, min_us = time_calls(torch, lambda x: function(x, *params), inputs, args.repeats)
-        row.update({"median_us": median_us, "min_us": min_us,
-                    "tbps": row["bytes"] / median_us / 1e6})
+        outputs = None
+        if pass_name == "backward":
+            # y once, outside the timed region, on the stream the backward is captured on.
+            stream.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(stream):
+                outputs = [function(slot[0], *params) for slot in slots]
+        unit = make_unit(torch, pass_name, function, params, slots, outputs)
+        row.update(time_unit(torch, args, unit, len(slots), stream))
+        row["tbps"] = row["bytes"] / row["median_us"] / 1e6
         row["percent_of_ceiling"] = 100.0 * row["tbps"] / ceiling_tbps
+        if args.profile_calls:
+            try:  # optional: a profiler failure does not fail the row
+                row["kernel_us"] = profiled_kernel_us(torch, unit, len(slots),
+                                                      args.profile_calls, stream)
+            except Exception as error:
+                row["kernel_us_error"] = describe(error)
     except Exception as error:  # one failing shape must not lose the others
-        row["error"] = f"{type(error).__name__}: {error}".strip()
+        row["error"] = describe(error)
     return row
 
 
+HEADER = (f"{'op':<12}{'pass':<11}{'impl':<9}{'N':>8}{'M':>9}{'us':>10}{'TB/s':>8}{'%ceil':>8}"
+          f"{'kernel us':>11}  timing")
+
+
 def print_row(row):
+    where = f"{row['op']} {row['pass']} {row['impl']} N={row['n']}"
+    prefix = f"{row['op']:<12}{row['pass']:<11}{row['impl']:<9}{row['n']:>8}{row['m']:>9}"
     if "error" in row:
-        print(f"{row['op']:<12}{row['impl']:<9}{row['n']:>8}{row['m']:>9}  FAILED", flush=True)
-        print(f"torch_compare: {row['op']} {row['impl']} N={row['n']}: {row['error']}",
-              file=sys.stderr)
+        print(f"{prefix}  FAILED", flush=True)
+        print(f"torch_compare: {where}: {row['error']}", file=sys.stderr)
         return
-    print(f"{row['op']:<12}{row['impl']:<9}{row['n']:>8}{row['m']:>9}{row['median_us']:>10.1f}"
-          f"{row['tbps']:>8.2f}{row['percent_of_ceiling']:>8.1f}", flush=True)
+    kernel = f"{row['kernel_us']:.1f}" if "kernel_us" in row else "-"
+    print(f"{prefix}{row['median_us']:>10.1f}{row['tbps']:>8.2f}{row['percent_of_ceiling']:>8.1f}"
+          f"{kernel:>11}  {row['timing']}", flush=True)
+    if "graph_error" in row:
+        print(f"torch_compare: {where}: timed with events, the CUDA-graph capture failed: "
+              f"{row['graph_error']}", file=sys.stderr)
+    if "kernel_us_error" in row:
+        print(f"torch_compare: {where}: no profiler kernel time: {row['kernel_us_error']}",
+              file=sys.stderr)
 
 
 def main():
@@ -199,28 +450,36 @@ def main():
     l2_bytes = properties.L2_cache_size
     dtype = getattr(torch, DTYPE_NAMES[args.dtype])
     ceiling = measure_copy_ceiling(torch)
+    # For every training compile, so that recompute rows do not depend on --pass.
+    donated_buffer = (keep_saved_tensors()
+                      if any(name != "forward" for name in args.passes) else None)
     print(f"device: {properties.name}, torch {torch.__version__}, triton {triton_version}\n"
-          f"dtype {args.dtype}, M * N <= {args.elements}, median of {args.repeats} calls\n"
+          f"dtype {args.dtype}, M * N <= {args.elements}, passes {','.join(args.passes)}, "
+          f"median of {args.repeats} timings, --timing {args.timing}\n"
+          f"bytes: forward x read + y written; backward and recompute x and dy read + dx written\n"
           f"copy ceiling: {ceiling['tbps']:.2f} TB/s (Tensor.copy_ of 2 GiB, "
           f"{ceiling['median_us']:.1f} us median, bytes read + written)\n")
-    print(f"{'op':<12}{'impl':<9}{'N':>8}{'M':>9}{'us':>10}{'TB/s':>8}{'%ceil':>8}")
+    print(HEADER)
 
     rows = []
-    with torch.no_grad():
-        for op in args.ops:
-            for n in args.n:
-                m = args.elements // n
-                set_bytes = 2 * m * n * dtype.itemsize  # x read + y written
-                # At least two inputs, and more until one pass over them exceeds twice the L2.
-                sets = max(2, 2 * l2_bytes // set_bytes + 1)
-                inputs = [torch.empty(m, n, dtype=dtype, device="cuda").uniform_(-2.0, 2.5)
-                          for _ in range(sets)]
-                params = make_params(torch, op, n, dtype)
-                for impl in args.impls:
-                    rows.append(run_shape(torch, F, args, op, impl, n, inputs, params,
-                                          ceiling["tbps"]))
-                    print_row(rows[-1])
-                del inputs, params
+    stream = torch.cuda.Stream()  # warm-ups, captures and the backward's forward run on it
+    for op in args.ops:
+        for n in args.n:
+            m = args.elements // n
+            params = make_params(torch, op, n, dtype)
+            functions = function_source(torch, F, op)
+            for pass_name in args.passes:
+                training = pass_name != "forward"
+                with torch.set_grad_enabled(training):
+                    slots = make_slots(torch, pass_name, m, n, dtype, l2_bytes)
+                    pass_params = ([param.detach().requires_grad_() for param in params]
+                                   if training else params)
+                    for impl in args.impls:
+                        rows.append(run_row(torch, args, op, pass_name, impl, n, slots,
+                                            pass_params, functions, stream, ceiling["tbps"]))
+                        print_row(rows[-1])
+                del slots, pass_params
+            del params, functions
 
     if args.json:
         result = {
@@ -235,6 +494,10 @@ def main():
             "elements": args.elements,
             "eps": EPS,
             "repeats": args.repeats,
+            "passes": args.passes,
+            "timing": args.timing,
+            "profile_calls": args.profile_calls,
+            "compile_donated_buffer": donated_buffer,
             "copy_ceiling": ceiling,
             "rows": rows,
         }

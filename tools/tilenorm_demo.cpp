@@ -37,7 +37,7 @@ int compile_only(const std::string& why) {
                                                                tilenorm::DeviceLimits::hopper())};
     const tilenorm::BuiltKernel built = tilenorm::build_kernel(lowered, spec, "sm_90");
     std::printf("%-22s %12zu %10d %8d %s\n", kernel.name.c_str(),
-                built.generated.full_source().size(), built.registers, built.spill_bytes,
+                built.generated.source.size(), built.registers, built.spill_bytes,
                 spec.config.describe().c_str());
     clean = clean && built.spill_bytes == 0 && built.registers > 0;
   }

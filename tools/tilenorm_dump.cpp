@@ -108,7 +108,7 @@ int main(int argc, char** argv) {
     if (ir_only) return 0;
     const tilenorm::GeneratedKernel generated = tilenorm::generate_cuda(lowered, spec);
     if (source_only) {
-      std::cout << generated.full_source();
+      std::cout << generated.source;
     } else {
       std::cout << "// ---- CUDA (prelude omitted; --source-only includes it)\n"
                 << generated.source;

@@ -144,9 +144,10 @@ std::optional<PrunedCandidate> prune(const Context& context, const KernelConfig&
   if (static_cast<RowStorage>(config.row_storage) != RowStorage::registers) {
     KernelSpec in_registers = spec;
     in_registers.config.row_storage = static_cast<int>(RowStorage::registers);
-    const std::int64_t values =
-        vectors_per_thread * config.vec *
-        static_cast<std::int64_t>(context.program.program.row_inputs.size());
+    std::int64_t row_inputs = 0;
+    for (const ir::Slot& slot : context.program.program.slots)
+      row_inputs += slot.role == ir::Role::read && slot.shape == ir::Shape::tile;
+    const std::int64_t values = vectors_per_thread * config.vec * row_inputs;
     if (values <= kRegisterDominanceValues && !config_problem(context.program, in_registers)) {
       return pruned(PruneRule::dominated_storage,
                     "the row fits registers with " + std::to_string(values) +

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <deque>
 #include <cmath>
 #include <mutex>
 #include <optional>
@@ -98,9 +99,12 @@ class BufferSets {
     const std::size_t tensor_bytes =
         round_up(m * static_cast<std::size_t>(shape.n) * dtype_size(shape.io_dtype));
     const std::size_t stat_bytes = round_up(m * sizeof(float));
-    const std::size_t row_tensors = program.row_inputs.size() + program.row_outputs.size();
-    const std::size_t set_bytes =
-        row_tensors * tensor_bytes + program.row_stats.size() * stat_bytes;
+    std::size_t row_tensors = 0, row_stats = 0;
+    for (const ir::Slot& slot : program.slots) {
+      row_tensors += slot.shape == ir::Shape::tile;
+      row_stats += slot.shape == ir::Shape::row_scalar;
+    }
+    const std::size_t set_bytes = row_tensors * tensor_bytes + row_stats * stat_bytes;
     const std::size_t count =
         std::max<std::size_t>(2, 2 * l2_bytes / (row_tensors * tensor_bytes) + 2);
     std::size_t free_bytes = 0, total_bytes = 0;
@@ -113,6 +117,23 @@ class BufferSets {
     }
     slab_ = driver::DeviceBuffer(count * set_bytes);
     slab_.fill_bytes(kInputFill);
+    // Parameters and column or scalar outputs are shared by every set: a real model reuses
+    // its weights too.
+    std::vector<std::optional<Arg>> shared(program.slots.size());
+    for (std::size_t i = 0; i < program.slots.size(); ++i) {
+      const ir::Slot& slot = program.slots[i];
+      const DType dtype = slot.dtype.value_or(shape.param_dtype);
+      if (slot.shape == ir::Shape::column) {
+        auto& buffer = shared_buffers_.emplace_back(static_cast<std::size_t>(shape.n) * dtype_size(dtype));
+        buffer.fill_bytes(kInputFill);
+        shared[i] = Arg(ColumnView{reinterpret_cast<void*>(buffer.get()), dtype, shape.n});
+      } else if (slot.shape == ir::Shape::scalar && slot.role == ir::Role::read) {
+        shared[i] = Arg(slot.needs_grad ? 0.75f : 1e-5f);
+      } else if (slot.shape == ir::Shape::scalar) {
+        auto& buffer = shared_buffers_.emplace_back(sizeof(float));
+        shared[i] = Arg(ScalarView{reinterpret_cast<float*>(buffer.get())});
+      }
+    }
     auto* base = reinterpret_cast<std::byte*>(slab_.get());
     for (std::size_t s = 0; s < count; ++s) {
       std::byte* next = base + s * set_bytes;
@@ -121,51 +142,32 @@ class BufferSets {
         next += bytes;
         return start;
       };
-      Set set;
-      for (std::size_t i = 0; i < program.row_inputs.size(); ++i) {
-        set.inputs.push_back(
-            TensorView::contiguous(carve(tensor_bytes), shape.io_dtype, rows, shape.n));
-      }
-      for (std::size_t i = 0; i < program.row_outputs.size(); ++i) {
-        set.outputs.push_back(
-            TensorView::contiguous(carve(tensor_bytes), shape.io_dtype, rows, shape.n));
-      }
-      for (std::size_t i = 0; i < program.row_stats.size(); ++i) {
-        set.stats.push_back({reinterpret_cast<float*>(carve(stat_bytes)), rows});
+      std::vector<Arg> set;
+      for (std::size_t i = 0; i < program.slots.size(); ++i) {
+        const ir::Slot& slot = program.slots[i];
+        if (shared[i]) {
+          set.push_back(*shared[i]);
+        } else if (slot.shape == ir::Shape::tile) {
+          set.push_back(TensorView::contiguous(carve(tensor_bytes), slot.dtype.value_or(shape.io_dtype),
+                                               rows, shape.n));
+        } else {
+          set.push_back(RowStatView{reinterpret_cast<float*>(carve(stat_bytes)), rows});
+        }
       }
       sets_.push_back(std::move(set));
     }
-    // Parameters are shared by every set: a real model reuses its weights too.
-    for (std::size_t i = 0; i < program.columns.size(); ++i) {
-      column_buffers_.emplace_back(static_cast<std::size_t>(shape.n) *
-                                   dtype_size(shape.param_dtype));
-      column_buffers_.back().fill_bytes(kInputFill);
-      columns_.push_back(
-          {reinterpret_cast<void*>(column_buffers_.back().get()), shape.param_dtype, shape.n});
-    }
-    scalars_.assign(program.scalars.size(), 1e-5f);
     // The fills ran on the legacy stream, which the timing stream does not wait for.
     driver::check(driver::api().cuCtxSynchronize(), "cuCtxSynchronize after filling the buffers");
   }
 
   std::size_t count() const { return sets_.size(); }
 
-  KernelArgs args(std::size_t index) const {
-    const Set& set = sets_[index];
-    return {set.inputs, set.outputs, columns_, set.stats, scalars_};
-  }
+  KernelArgs args(std::size_t index) const { return sets_[index]; }
 
  private:
-  struct Set {
-    std::vector<TensorView> inputs;
-    std::vector<TensorView> outputs;
-    std::vector<RowStatView> stats;
-  };
   driver::DeviceBuffer slab_;
-  std::vector<driver::DeviceBuffer> column_buffers_;
-  std::vector<ColumnView> columns_;
-  std::vector<float> scalars_;
-  std::vector<Set> sets_;
+  std::deque<driver::DeviceBuffer> shared_buffers_;
+  std::vector<std::vector<Arg>> sets_;
 };
 
 // Times launches through Norm::launch, the path users take, rotating over the buffer sets.
@@ -195,7 +197,10 @@ class Timer {
 
  private:
   void launch(const KernelConfig& config) {
-    norm_.launch(sets_.args(next_set_), stream_.get(), config);
+    const std::size_t needed = norm_.workspace_bytes(sets_.args(next_set_), config);
+    if (needed > workspace_.bytes()) workspace_ = driver::DeviceBuffer(needed);
+    norm_.launch(sets_.args(next_set_), stream_.get(), config,
+                 {reinterpret_cast<void*>(workspace_.get()), workspace_.bytes()});
     next_set_ = (next_set_ + 1) % sets_.count();
   }
 
@@ -203,6 +208,7 @@ class Timer {
   const BufferSets& sets_;
   const driver::DeviceBuffer& queue_blocker_;
   driver::Stream stream_;
+  driver::DeviceBuffer workspace_;  // grown before timing, by the warm-up launches
   std::size_t next_set_ = 0;
 };
 
@@ -385,7 +391,9 @@ void time_rows(const Norm& norm, const Plan& plan, const Session& session,
     return;
   }
   const ir::Program& program = norm.program();
-  const double bytes = static_cast<double>(program.row_inputs.size() + program.row_outputs.size()) *
+  std::size_t row_tensors = 0;
+  for (const ir::Slot& slot : program.slots) row_tensors += slot.shape == ir::Shape::tile;
+  const double bytes = static_cast<double>(row_tensors) *
                        static_cast<double>(result.m) * static_cast<double>(plan.shape.n) *
                        static_cast<double>(dtype_size(plan.shape.io_dtype));
   result.ok = true;

@@ -67,6 +67,12 @@ __device__ __forceinline__ void zero(float (&values)[V]) {
   for (int v = 0; v < V; ++v) values[v] = 0.0f;
 }
 
+template <int I, int V>
+__device__ __forceinline__ void zero2(float (&values)[I][V]) {
+#pragma unroll
+  for (int i = 0; i < I; ++i) zero(values[i]);
+}
+
 // ---- Vector memory access: a chunk of V consecutive elements moves as one access of
 // V * sizeof(T) bytes (up to 16). The caller guarantees that alignment.
 template <int Bytes>

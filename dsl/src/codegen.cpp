@@ -3,10 +3,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <set>
 #include <sstream>
 
 #include "tilenorm/dsl/error.hpp"
+#include "tilenorm/dsl/ops.hpp"
 #include "tilenorm/dsl/reflect.hpp"
 
 namespace tilenorm {
@@ -38,8 +40,22 @@ std::string KernelConfig::describe() const {
   return reflect::describe(*this);
 }
 
-std::string GeneratedKernel::full_source() const {
-  return std::string(device_prelude()) + "\n" + source;
+std::size_t KernelPlan::workspace_floats(std::int64_t partial_rows, std::int64_t n) const {
+  return static_cast<std::size_t>(partial_rows) *
+         (static_cast<std::size_t>(column_partials) * static_cast<std::size_t>(n) +
+          static_cast<std::size_t>(scalar_partials));
+}
+
+KernelPlan plan_kernels(const LoweredProgram& lp) {
+  KernelPlan plan;
+  for (ir::NodeId r : lp.cross_row_reductions) {
+    if (ir::varies_along_row(lp.program.graph->node(r).shape))
+      ++plan.column_partials;
+    else
+      ++plan.scalar_partials;
+  }
+  plan.persistent = plan.needs_finish();
+  return plan;
 }
 
 namespace {
@@ -76,15 +92,8 @@ std::string float_literal(double value) {
   return "(" + text + "f)";
 }
 
-const char* reduce_op_constant(Op op) {
-  switch (op) {
-    case Op::reduce_max:
-      return "tn::kMax";
-    case Op::reduce_min:
-      return "tn::kMin";
-    default:
-      return "tn::kSum";
-  }
+std::string reduce_op_constant(Op op) {
+  return std::string(ir::op_info(op).cuda);
 }
 
 struct Geometry {
@@ -102,6 +111,14 @@ Geometry geometry(const KernelSpec& spec) {
   return g;
 }
 
+// One row input's shared-memory stash for a CTA, rounded to 16 bytes so the next one stays
+// aligned for vector access.
+std::size_t stash_bytes(const Geometry& g, const KernelSpec& spec, DType dtype) {
+  const std::size_t bytes = static_cast<std::size_t>(g.chunks * spec.config.vec) * dtype_size(dtype) *
+                            static_cast<std::size_t>(spec.config.rows_per_cta);
+  return (bytes + 15) / 16 * 16;
+}
+
 std::size_t max_reductions_per_phase(const LoweredProgram& lp) {
   std::size_t most = 0;
   for (const auto& phase : lp.reduction_phases) most = std::max(most, phase.size());
@@ -113,12 +130,22 @@ std::size_t max_reductions_per_phase(const LoweredProgram& lp) {
 std::size_t dynamic_shared_memory_bytes(const LoweredProgram& lp, const KernelSpec& spec) {
   if (static_cast<RowStorage>(spec.config.row_storage) != RowStorage::shared) return 0;
   const Geometry g = geometry(spec);
-  return static_cast<std::size_t>(g.chunks * spec.config.vec) * dtype_size(spec.io_dtype) *
-         static_cast<std::size_t>(spec.config.rows_per_cta) * lp.program.row_inputs.size();
+  std::size_t bytes = 0;
+  for (const ir::Slot& slot : lp.program.slots) {
+    if (slot.role == ir::Role::read && slot.shape == ir::Shape::tile)
+      bytes += stash_bytes(g, spec, slot.dtype.value_or(spec.io_dtype));
+  }
+  return bytes;
 }
 
 namespace {
 
+constexpr int kFinishColumns = 32;  // columns per finishing-kernel CTA (one warp wide)
+constexpr int kFinishGroups = 8;    // warps per finishing-kernel CTA, each summing every 8th row
+constexpr std::int64_t kCombineFloats = 8192;  // shared floats for combining a CTA's row groups
+
+// Prints the plan of a lowered program as CUDA C++: the main kernel and, for programs with
+// reductions across rows, the finishing kernel.
 class Emitter {
  public:
   Emitter(const LoweredProgram& lp, const KernelSpec& spec)
@@ -127,8 +154,11 @@ class Emitter {
         g_(*lp.program.graph),
         spec_(spec),
         geo_(geometry(spec)),
-        storage_(static_cast<RowStorage>(spec.config.row_storage)) {
-    stashed_.assign(p_.row_inputs.size(), false);
+        storage_(static_cast<RowStorage>(spec.config.row_storage)),
+        plan_(plan_kernels(lp)) {
+    stashed_.assign(p_.slots.size(), false);
+    combine_ = plan_.needs_finish() && spec.config.rows_per_cta > 1 &&
+               spec.config.rows_per_cta * spec.n <= kCombineFloats;
   }
 
   GeneratedKernel run() {
@@ -137,98 +167,86 @@ class Emitter {
     k.threads_per_block = spec_.config.threads_per_row * spec_.config.rows_per_cta;
     k.rows_per_cta = spec_.config.rows_per_cta;
     k.dynamic_shared_bytes = dynamic_shared_memory_bytes(lp_, spec_);
+    k.plan = plan_;
+    k.partials_per_cta = combine_ ? 1 : spec_.config.rows_per_cta;
+    out_ << device_prelude() << "\n";
     emit_header(k);
     emit_prologue();
-    if (storage_ == RowStorage::registers) emit_preload();
-    for (std::size_t phase = 0; phase < lp_.reduction_phases.size(); ++phase) {
-      emit_pass(static_cast<int>(phase));
-      emit_row_scalars(static_cast<int>(phase));
-    }
-    emit_pass(-1);
-    emit_stats();
+    emit_row_loop();
+    emit_partials();
     out_ << "}\n";
+    if (plan_.needs_finish()) {
+      GeneratedFunction finish;
+      finish.name = k.name + "_finish";
+      finish.threads_per_block = kFinishColumns * kFinishGroups;
+      emit_finish(finish);
+      k.finish = std::move(finish);
+      k.finish_columns_per_cta = kFinishColumns;
+    }
     k.source = out_.str();
     return k;
   }
 
  private:
+  // ---- Slots.
+  DType slot_dtype(const ir::Slot& slot) const {
+    if (slot.dtype) return *slot.dtype;
+    return slot.shape == Shape::tile ? spec_.io_dtype : spec_.param_dtype;
+  }
+  std::string slot_type(const ir::Slot& slot) const { return cuda_type(slot_dtype(slot)); }
+  const ir::Slot& slot(int index) const { return p_.slots[index]; }
+  bool is_cross_row(NodeId id) const {
+    const Node& n = g_.node(id);
+    return ir::is_reduction(n.op) && n.axis == ir::Axis::across_rows;
+  }
+
   // ---- Names.
   std::string ref(NodeId id) const {
     const Node& n = g_.node(id);
-    switch (n.op) {
-      case Op::load_row:
-        return "in" + std::to_string(n.index) + "[v]";
-      case Op::load_column:
-        return "col" + std::to_string(n.index) + "[v]";
-      default:
-        break;
-    }
+    if (n.op == Op::load && n.shape == Shape::tile) return "in" + std::to_string(n.index) + "[v]";
+    if (n.op == Op::load && n.shape == Shape::column) return "col" + std::to_string(n.index) + "[v]";
     switch (n.shape) {
       case Shape::scalar:
         return "s" + std::to_string(id);
       case Shape::row_scalar:
         return "r" + std::to_string(id);
-      default:
+      case Shape::column:
+      case Shape::tile:
         return "e" + std::to_string(id);
     }
+    return "?";
   }
 
   std::string expression(NodeId id) const {
+    return expression(id, [this](NodeId arg) { return ref(arg); });
+  }
+  std::string expression(NodeId id, const std::function<std::string(NodeId)>& name) const {
     const Node& n = g_.node(id);
-    auto a = [&](int i) { return ref(n.args[i]); };
-    switch (n.op) {
-      case Op::scalar_param:
-        return "sc_" + p_.scalars[n.index];
-      case Op::constant:
-        return float_literal(n.value);
-      case Op::row_length:
-        return "static_cast<float>(N)";
-      case Op::neg:
-        return "-" + a(0);
-      case Op::abs:
-        return "fabsf(" + a(0) + ")";
-      case Op::sqrt:
-        return "sqrtf(" + a(0) + ")";
-      case Op::rsqrt:
-        return "rsqrtf(" + a(0) + ")";
-      case Op::exp:
-        return "expf(" + a(0) + ")";
-      case Op::log:
-        return "logf(" + a(0) + ")";
-      case Op::tanh:
-        return "tanhf(" + a(0) + ")";
-      case Op::sigmoid:
-        return "tn::sigmoid(" + a(0) + ")";
-      case Op::round_to:
-        return std::string("tn::round_to<") + cuda_type(n.dtype) + ">(" + a(0) + ")";
-      case Op::add:
-        return a(0) + " + " + a(1);
-      case Op::sub:
-        return a(0) + " - " + a(1);
-      case Op::mul:
-        return a(0) + " * " + a(1);
-      case Op::div:
-        return a(0) + " / " + a(1);
-      case Op::min:
-        return "fminf(" + a(0) + ", " + a(1) + ")";
-      case Op::max:
-        return "fmaxf(" + a(0) + ", " + a(1) + ")";
-      case Op::less:
-        return "(" + a(0) + " < " + a(1) + " ? 1.0f : 0.0f)";
-      case Op::less_equal:
-        return "(" + a(0) + " <= " + a(1) + " ? 1.0f : 0.0f)";
-      case Op::greater:
-        return "(" + a(0) + " > " + a(1) + " ? 1.0f : 0.0f)";
-      case Op::greater_equal:
-        return "(" + a(0) + " >= " + a(1) + " ? 1.0f : 0.0f)";
-      case Op::select:
-        return "(" + a(0) + " != 0.0f ? " + a(1) + " : " + a(2) + ")";
-      default:
-        throw ProgramError("codegen: no expression for " + std::string(ir::op_name(n.op)));
+    if (n.op == Op::load) {
+      const ir::Slot& s = slot(n.index);
+      return s.shape == Shape::scalar ? "sc_" + s.name : "(row_valid ? p_" + s.name + "[row] : 0.0f)";
     }
+    if (n.op == Op::constant) return float_literal(n.value);
+    if (ir::is_reduction(n.op)) {
+      throw ProgramError("codegen: a reduction has no elementwise expression");
+    }
+    std::string text(ir::op_info(n.op).cuda);
+    std::string result;
+    for (std::size_t i = 0; i < text.size(); ++i) {
+      if (text[i] == '$' && i + 1 < text.size() && text[i + 1] >= '0' && text[i + 1] <= '2') {
+        result += name(n.args[text[i + 1] - '0']);
+        ++i;
+      } else if (text[i] == '$' && i + 1 < text.size() && text[i + 1] == 'T') {
+        result += cuda_type(n.dtype);
+        ++i;
+      } else {
+        result += text[i];
+      }
+    }
+    return result;
   }
 
-  // ---- Sections.
+  // ---- The main kernel.
   void emit_header(GeneratedKernel& k) {
     const auto& c = spec_.config;
     out_ << "// Generated by tilenorm (codegen version " << kCodegenVersion << ") from program '"
@@ -242,89 +260,121 @@ class Emitter {
       k.params.push_back({kind, slot});
       params.push_back(std::move(decl));
     };
-    for (std::size_t i = 0; i < p_.row_inputs.size(); ++i) {
-      const auto& name = p_.row_inputs[i];
-      add(ParamKind::row_input, static_cast<int>(i),
-          std::string("const ") + cuda_type(spec_.io_dtype) + "* __restrict__ in_" + name);
-      add(ParamKind::row_input_stride, static_cast<int>(i), "long long stride_" + name);
+    for (std::size_t i = 0; i < p_.slots.size(); ++i) {
+      const ir::Slot& s = p_.slots[i];
+      const int index = static_cast<int>(i);
+      const bool read = s.role == ir::Role::read;
+      switch (s.shape) {
+        case Shape::tile:
+          add(ParamKind::slot_pointer, index,
+              (read ? "const " : "") + slot_type(s) + "* __restrict__ p_" + s.name);
+          add(ParamKind::slot_stride, index, "long long stride_" + s.name);
+          break;
+        case Shape::column:
+          if (read) add(ParamKind::slot_pointer, index, "const " + slot_type(s) + "* __restrict__ p_" + s.name);
+          break;
+        case Shape::row_scalar:
+          add(ParamKind::slot_pointer, index,
+              std::string(read ? "const " : "") + "float* __restrict__ p_" + s.name);
+          break;
+        case Shape::scalar:
+          if (read) add(ParamKind::slot_value, index, "float sc_" + s.name);
+          break;
+      }
     }
-    for (std::size_t i = 0; i < p_.row_outputs.size(); ++i) {
-      const auto& name = p_.row_outputs[i].name;
-      add(ParamKind::row_output, static_cast<int>(i),
-          std::string(cuda_type(spec_.io_dtype)) + "* __restrict__ out_" + name);
-      add(ParamKind::row_output_stride, static_cast<int>(i), "long long stride_" + name);
+    add(ParamKind::rows, -1, "long long rows");
+    if (plan_.needs_finish()) {
+      add(ParamKind::workspace, -1, "float* __restrict__ tn_workspace");
+      add(ParamKind::partial_rows, -1, "long long tn_partial_rows");
     }
-    for (std::size_t i = 0; i < p_.columns.size(); ++i) {
-      add(ParamKind::column, static_cast<int>(i),
-          std::string("const ") + cuda_type(spec_.param_dtype) + "* __restrict__ col_" +
-              p_.columns[i]);
-    }
-    for (std::size_t i = 0; i < p_.row_stats.size(); ++i) {
-      add(ParamKind::row_stat, static_cast<int>(i),
-          "float* __restrict__ stat_" + p_.row_stats[i].name);
-    }
-    for (std::size_t i = 0; i < p_.scalars.size(); ++i) {
-      add(ParamKind::scalar, static_cast<int>(i), "float sc_" + p_.scalars[i]);
-    }
-    add(ParamKind::rows, 0, "long long rows");
     for (std::size_t i = 0; i < params.size(); ++i) out_ << (i ? ",\n    " : "\n    ") << params[i];
     out_ << ") {\n";
   }
 
   void emit_prologue() {
     const auto& c = spec_.config;
-    out_
-        << "  typedef " << cuda_type(spec_.io_dtype) << " T;\n"
-        << "  typedef " << cuda_type(spec_.param_dtype) << " P;\n"
-        << "  constexpr int N = " << spec_.n << ";\n"
-        << "  constexpr int VEC = " << c.vec << ";\n"
-        << "  constexpr int TPR = " << c.threads_per_row << ";  // threads per row\n"
-        << "  constexpr int RPC = " << c.rows_per_cta << ";  // rows per CTA\n"
-        << "  constexpr int ITERS = " << geo_.iters << ";  // vectors per thread\n"
-        << "  const int lane = threadIdx.x % TPR;\n"
-        << "  const int row_in_cta = threadIdx.x / TPR;\n"
-        << "  const long long row = static_cast<long long>(blockIdx.x) * RPC + row_in_cta;\n"
-        << "  const bool row_valid = row < rows;\n"
-        << "  const long long safe_row = row_valid ? row : 0;  // rows past the end load nothing\n";
-    for (std::size_t i = 0; i < p_.row_inputs.size(); ++i) {
-      const auto& name = p_.row_inputs[i];
-      out_ << "  const T* row_in" << i << " = in_" << name << " + safe_row * stride_" << name
-           << ";\n";
-    }
-    for (std::size_t i = 0; i < p_.row_outputs.size(); ++i) {
-      const auto& name = p_.row_outputs[i].name;
-      out_ << "  T* row_out" << i << " = out_" << name << " + safe_row * stride_" << name << ";\n";
-    }
+    out_ << "  typedef " << cuda_type(spec_.io_dtype) << " T;\n"
+         << "  typedef " << cuda_type(spec_.param_dtype) << " P;\n"
+         << "  constexpr int N = " << spec_.n << ";\n"
+         << "  constexpr int VEC = " << c.vec << ";\n"
+         << "  constexpr int TPR = " << c.threads_per_row << ";  // threads per row\n"
+         << "  constexpr int RPC = " << c.rows_per_cta << ";  // rows per CTA\n"
+         << "  constexpr int ITERS = " << geo_.iters << ";  // vectors per thread\n"
+         << "  const int lane = threadIdx.x % TPR;\n"
+         << "  const int row_in_cta = threadIdx.x / TPR;\n";
     if (storage_ == RowStorage::shared) {
-      out_ << "  extern __shared__ __align__(16) unsigned char tn_dynamic_smem[];\n";
-      for (std::size_t i = 0; i < p_.row_inputs.size(); ++i) {
-        out_ << "  T* stash" << i << " = reinterpret_cast<T*>(tn_dynamic_smem) + (" << i
-             << " * RPC + row_in_cta) * " << geo_.chunks * c.vec << ";\n";
+      out_ << "  extern __shared__ __align__(16) unsigned char tn_dynamic_smem[];\n"
+           << "  unsigned char* tn_stash_next = tn_dynamic_smem;\n";
+      for (std::size_t i = 0; i < p_.slots.size(); ++i) {
+        const ir::Slot& s = p_.slots[i];
+        if (s.role != ir::Role::read || s.shape != Shape::tile) continue;
+        const std::string t = slot_type(s);
+        out_ << "  " << t << "* stash" << i << " = reinterpret_cast<" << t
+             << "*>(tn_stash_next) + row_in_cta * " << geo_.chunks * c.vec << ";\n"
+             << "  tn_stash_next += " << stash_bytes(geo_, spec_, slot_dtype(s)) << ";\n";
       }
     }
     if (geo_.warps_per_row > 1 && !lp_.reduction_phases.empty()) {
       out_ << "  constexpr int WARPS_PER_ROW = TPR / 32;\n"
            << "  __shared__ float tn_partials[2][RPC * WARPS_PER_ROW * "
            << max_reductions_per_phase(lp_) << "];\n"
-           << "  const int warp_in_row = lane / 32;\n";
+           << "  const int warp_in_row = lane / 32;\n"
+           << "  int tn_parity = 0;  // alternates per phase, also across row blocks\n";
     }
     // Launch-uniform values.
     for (NodeId id : p_.reachable_nodes()) {
       const Node& n = g_.node(id);
-      if (n.shape == Shape::scalar)
+      if (n.shape == Shape::scalar && !lp_.after_cross_row[id] && !is_cross_row(id))
         out_ << "  const float " << ref(id) << " = " << expression(id) << ";\n";
+    }
+    // Cross-row accumulators, one per thread for its share of the columns.
+    for (NodeId r : lp_.cross_row_reductions) {
+      if (ir::varies_along_row(g_.node(r).shape))
+        out_ << "  float xacc" << r << "[ITERS][VEC];\n  tn::zero2(xacc" << r << ");\n";
+      else
+        out_ << "  float xacc" << r << " = 0.0f;\n";
     }
   }
 
+  void emit_row_loop() {
+    out_ << "  for (long long block = blockIdx.x; block * RPC < rows; block += gridDim.x) {\n"
+         << "  const long long row = block * RPC + row_in_cta;\n"
+         << "  const bool row_valid = row < rows;\n"
+         << "  const long long safe_row = row_valid ? row : 0;  // rows past the end load nothing\n";
+    for (std::size_t i = 0; i < p_.slots.size(); ++i) {
+      const ir::Slot& s = p_.slots[i];
+      if (s.shape != Shape::tile) continue;
+      out_ << "  " << (s.role == ir::Role::read ? "const " : "") << slot_type(s) << "* row" << i
+           << " = p_" << s.name << " + safe_row * stride_" << s.name << ";\n";
+    }
+    if (storage_ == RowStorage::registers) emit_preload();
+    emit_row_scalars(-1);
+    for (std::size_t phase = 0; phase < lp_.reduction_phases.size(); ++phase) {
+      emit_pass(static_cast<int>(phase));
+      emit_row_scalars(static_cast<int>(phase));
+    }
+    emit_pass(-1);
+    for (NodeId r : lp_.cross_row_reductions) {
+      if (!ir::varies_along_row(g_.node(r).shape))
+        out_ << "  if (row_valid) xacc" << r << " += " << ref(g_.node(r).args[0]) << ";\n";
+    }
+    emit_stats();
+    out_ << "  }\n";
+  }
+
   void emit_preload() {
-    for (std::size_t i = 0; i < p_.row_inputs.size(); ++i) {
-      out_ << "  float in" << i << "_regs[ITERS][VEC];\n";
+    for (std::size_t i = 0; i < p_.slots.size(); ++i) {
+      const ir::Slot& s = p_.slots[i];
+      if (s.role == ir::Role::read && s.shape == Shape::tile)
+        out_ << "  float in" << i << "_regs[ITERS][VEC];\n";
     }
     out_ << "#pragma unroll\n  for (int it = 0; it < ITERS; ++it) {\n"
          << "    const int c0 = (it * TPR + lane) * VEC;\n";
-    for (std::size_t i = 0; i < p_.row_inputs.size(); ++i) {
-      out_ << "    if (row_valid && c0 < N) tn::load_chunk<T, VEC, N>(row_in" << i << ", c0, in"
-           << i << "_regs[it]);\n    else tn::zero(in" << i << "_regs[it]);\n";
+    for (std::size_t i = 0; i < p_.slots.size(); ++i) {
+      const ir::Slot& s = p_.slots[i];
+      if (s.role != ir::Role::read || s.shape != Shape::tile) continue;
+      out_ << "    if (row_valid && c0 < N) tn::load_chunk<" << slot_type(s) << ", VEC, N>(row" << i
+           << ", c0, in" << i << "_regs[it]);\n    else tn::zero(in" << i << "_regs[it]);\n";
     }
     out_ << "  }\n";
   }
@@ -343,48 +393,62 @@ class Emitter {
     return {needed.begin(), needed.end()};
   }
 
-  // One pass over the row: phase >= 0 accumulates that reduction phase, -1 writes the outputs.
+  // One pass over the row: phase >= 0 accumulates that reduction phase; -1 writes the row
+  // outputs and accumulates the column partials of the cross-row reductions.
   void emit_pass(int phase) {
     const bool final_pass = phase < 0;
     std::vector<NodeId> roots;
+    std::vector<NodeId> column_sums;
     const std::vector<NodeId> reductions =
         final_pass ? std::vector<NodeId>{} : lp_.reduction_phases[phase];
+    std::vector<std::size_t> outputs;
     if (final_pass) {
-      for (const auto& o : p_.row_outputs) roots.push_back(o.value);
+      for (std::size_t i = 0; i < p_.slots.size(); ++i) {
+        const ir::Slot& s = p_.slots[i];
+        if (s.role == ir::Role::written && s.shape == Shape::tile) {
+          outputs.push_back(i);
+          roots.push_back(s.value);
+        }
+      }
+      for (NodeId r : lp_.cross_row_reductions) {
+        if (!ir::varies_along_row(g_.node(r).shape)) continue;
+        column_sums.push_back(r);
+        roots.push_back(g_.node(r).args[0]);
+      }
     } else {
       for (NodeId r : reductions) roots.push_back(g_.node(r).args[0]);
     }
+    if (roots.empty()) return;
     const std::vector<NodeId> nodes = element_nodes(roots);
     out_ << "  // "
-         << (final_pass ? std::string("Final pass: compute and store the outputs.")
+         << (final_pass ? std::string("Final pass: outputs and column partials.")
                         : "Pass for reduction phase " + std::to_string(phase) + ".")
          << "\n";
     for (NodeId r : reductions) {
       out_ << "  float acc" << r << " = tn::identity<" << reduce_op_constant(g_.node(r).op)
            << ">();\n";
     }
-    const bool unroll_fully = storage_ == RowStorage::registers || geo_.iters <= 4;
+    const bool unroll_fully = storage_ == RowStorage::registers || geo_.iters <= 4 ||
+                              !column_sums.empty();
     out_ << (unroll_fully ? "#pragma unroll\n" : "#pragma unroll 4\n");
     out_ << "  for (int it = 0; it < ITERS; ++it) {\n"
          << "    const int c0 = (it * TPR + lane) * VEC;\n"
          << "    if (c0 < N) {\n";
     for (NodeId id : nodes) {
       const Node& n = g_.node(id);
-      if (n.op == Op::load_row) emit_row_load(n.index);
-      if (n.op == Op::load_column) {
+      if (n.op == Op::load && n.shape == Shape::tile) emit_row_load(n.index);
+      if (n.op == Op::load && n.shape == Shape::column) {
+        const ir::Slot& s = slot(n.index);
         out_ << "      float col" << n.index << "[VEC];\n"
-             << "      tn::load_chunk<P, VEC, N>(col_" << p_.columns[n.index] << ", c0, col"
+             << "      tn::load_chunk<" << slot_type(s) << ", VEC, N>(p_" << s.name << ", c0, col"
              << n.index << ");\n";
       }
     }
-    if (final_pass) {
-      for (std::size_t i = 0; i < p_.row_outputs.size(); ++i)
-        out_ << "      float out" << i << "[VEC];\n";
-    }
+    for (std::size_t i : outputs) out_ << "      float out" << i << "[VEC];\n";
     out_ << "#pragma unroll\n      for (int v = 0; v < VEC; ++v) {\n";
     for (NodeId id : nodes) {
       const Node& n = g_.node(id);
-      if (n.op == Op::load_row || n.op == Op::load_column) continue;
+      if (n.op == Op::load) continue;
       out_ << "        const float " << ref(id) << " = " << expression(id) << ";\n";
     }
     const bool ragged = spec_.n % spec_.config.vec != 0;
@@ -393,43 +457,43 @@ class Emitter {
       out_ << "        " << (ragged ? "if (c0 + v < N) " : "") << "acc" << r << " = tn::combine<"
            << reduce_op_constant(n.op) << ">(acc" << r << ", " << ref(n.args[0]) << ");\n";
     }
-    const std::size_t outputs = final_pass ? p_.row_outputs.size() : 0;
-    for (std::size_t i = 0; i < outputs; ++i) {
-      out_ << "        out" << i << "[v] = " << ref(p_.row_outputs[i].value) << ";\n";
+    for (NodeId r : column_sums) {
+      out_ << "        if (row_valid) xacc" << r << "[it][v] += " << ref(g_.node(r).args[0])
+           << ";\n";
     }
+    for (std::size_t i : outputs) out_ << "        out" << i << "[v] = " << ref(slot(static_cast<int>(i)).value) << ";\n";
     out_ << "      }\n";
-    for (std::size_t i = 0; i < outputs; ++i) {
-      out_ << "      if (row_valid) tn::store_chunk<T, VEC, N>(row_out" << i << ", c0, out" << i
-           << ");\n";
+    for (std::size_t i : outputs) {
+      out_ << "      if (row_valid) tn::store_chunk<" << slot_type(slot(static_cast<int>(i)))
+           << ", VEC, N>(row" << i << ", c0, out" << i << ");\n";
     }
     out_ << "    }\n  }\n";
-    if (!final_pass) emit_row_reduction(phase, reductions);
+    if (!final_pass) emit_row_reduction(reductions);
   }
 
-  void emit_row_load(int input) {
-    const std::string i = std::to_string(input);
+  void emit_row_load(int index) {
+    const std::string i = std::to_string(index);
+    const std::string t = slot_type(slot(index));
     if (storage_ == RowStorage::registers) {
       out_ << "      const float (&in" << i << ")[VEC] = in" << i << "_regs[it];\n";
       return;
     }
     out_ << "      float in" << i << "[VEC];\n";
-    if (storage_ == RowStorage::shared && !stashed_[input]) {
-      out_ << "      if (row_valid) tn::load_chunk_and_stash<T, VEC, N>(row_in" << i << ", stash"
-           << i << ", c0, in" << i << ");\n      else tn::zero(in" << i << ");\n";
-      stashed_[input] = true;
+    if (storage_ == RowStorage::shared && !stashed_[index]) {
+      out_ << "      if (row_valid) tn::load_chunk_and_stash<" << t << ", VEC, N>(row" << i
+           << ", stash" << i << ", c0, in" << i << ");\n      else tn::zero(in" << i << ");\n";
+      stashed_[index] = true;
     } else if (storage_ == RowStorage::shared) {
       // Each thread reads back only the chunks it stashed itself, so no barrier is needed.
-      out_ << "      if (row_valid) tn::load_chunk<T, VEC, N>(stash" << i << ", c0, in" << i
-           << ");\n"
-           << "      else tn::zero(in" << i << ");\n";
+      out_ << "      if (row_valid) tn::load_chunk<" << t << ", VEC, N>(stash" << i << ", c0, in" << i
+           << ");\n      else tn::zero(in" << i << ");\n";
     } else {
-      out_ << "      if (row_valid) tn::load_chunk<T, VEC, N>(row_in" << i << ", c0, in" << i
-           << ");\n"
-           << "      else tn::zero(in" << i << ");\n";
+      out_ << "      if (row_valid) tn::load_chunk<" << t << ", VEC, N>(row" << i << ", c0, in" << i
+           << ");\n      else tn::zero(in" << i << ");\n";
     }
   }
 
-  void emit_row_reduction(int phase, const std::vector<NodeId>& reductions) {
+  void emit_row_reduction(const std::vector<NodeId>& reductions) {
     const int width = std::min(spec_.config.threads_per_row, 32);
     for (NodeId r : reductions) {
       out_ << "  acc" << r << " = tn::group_allreduce<" << reduce_op_constant(g_.node(r).op) << ", "
@@ -439,8 +503,8 @@ class Emitter {
       const std::size_t k = max_reductions_per_phase(lp_);
       // Two alternating buffers: one barrier per phase is enough, because the next write to
       // a buffer comes after the next phase's barrier, which every reader has passed.
-      out_ << "  {\n    float* partials = tn_partials[" << phase % 2
-           << "] + row_in_cta * WARPS_PER_ROW * " << k << ";\n    if (lane % 32 == 0) {\n";
+      out_ << "  {\n    float* partials = tn_partials[tn_parity] + row_in_cta * WARPS_PER_ROW * "
+           << k << ";\n    tn_parity ^= 1;\n    if (lane % 32 == 0) {\n";
       for (std::size_t j = 0; j < reductions.size(); ++j) {
         out_ << "      partials[warp_in_row * " << k << " + " << j << "] = acc" << reductions[j]
              << ";\n";
@@ -470,14 +534,168 @@ class Emitter {
   }
 
   void emit_stats() {
-    if (p_.row_stats.empty()) return;
+    bool any = false;
+    for (const ir::Slot& s : p_.slots) any = any || (s.role == ir::Role::written && s.shape == Shape::row_scalar);
+    if (!any) return;
     out_ << "  if (row_valid && lane == 0) {  // a null statistic pointer means: not wanted\n";
-    for (std::size_t i = 0; i < p_.row_stats.size(); ++i) {
-      const std::string& name = p_.row_stats[i].name;
-      out_ << "    if (stat_" << name << ") stat_" << name
-           << "[row] = " << ref(p_.row_stats[i].value) << ";\n";
+    for (const ir::Slot& s : p_.slots) {
+      if (s.role != ir::Role::written || s.shape != Shape::row_scalar) continue;
+      out_ << "    if (p_" << s.name << ") p_" << s.name << "[row] = " << ref(s.value) << ";\n";
     }
     out_ << "  }\n";
+  }
+
+  // Each CTA leaves its partial sums in the workspace: combined over its row groups in shared
+  // memory when that fits, else one partial row per row group.
+  void emit_partials() {
+    if (!plan_.needs_finish()) return;
+    out_ << "  // Partial sums of the cross-row reductions.\n"
+         << "  const long long tn_columns_floats = tn_partial_rows * N;\n";
+    if (combine_) out_ << "  __shared__ float tn_combine[RPC * N];\n  __shared__ float tn_combine_scalar[RPC];\n";
+    int column = 0, scalar = 0;
+    for (NodeId r : lp_.cross_row_reductions) {
+      const bool is_column = ir::varies_along_row(g_.node(r).shape);
+      if (is_column) {
+        out_ << "  {\n    float* dst = tn_workspace + " << column << " * tn_columns_floats;\n";
+        if (combine_) {
+          out_ << "    __syncthreads();\n"
+               << "#pragma unroll\n    for (int it = 0; it < ITERS; ++it) {\n"
+               << "      const int c0 = (it * TPR + lane) * VEC;\n"
+               << "#pragma unroll\n      for (int v = 0; v < VEC; ++v)\n"
+               << "        if (c0 + v < N) tn_combine[row_in_cta * N + c0 + v] = xacc" << r
+               << "[it][v];\n    }\n    __syncthreads();\n"
+               << "    for (int c = threadIdx.x; c < N; c += TPR * RPC) {\n"
+               << "      float total = 0.0f;\n"
+               << "      for (int g = 0; g < RPC; ++g) total += tn_combine[g * N + c];\n"
+               << "      dst[static_cast<long long>(blockIdx.x) * N + c] = total;\n    }\n";
+        } else {
+          out_ << "    float* mine = dst + (static_cast<long long>(blockIdx.x) * RPC + row_in_cta) * N;\n"
+               << "#pragma unroll\n    for (int it = 0; it < ITERS; ++it) {\n"
+               << "      const int c0 = (it * TPR + lane) * VEC;\n"
+               << "#pragma unroll\n      for (int v = 0; v < VEC; ++v)\n"
+               << "        if (c0 + v < N) mine[c0 + v] = xacc" << r << "[it][v];\n    }\n";
+        }
+        out_ << "  }\n";
+        ++column;
+      } else {
+        out_ << "  {\n    float* dst = tn_workspace + " << plan_.column_partials
+             << " * tn_columns_floats + " << scalar << " * tn_partial_rows;\n";
+        if (combine_) {
+          out_ << "    __syncthreads();\n    if (lane == 0) tn_combine_scalar[row_in_cta] = xacc" << r
+               << ";\n    __syncthreads();\n    if (threadIdx.x == 0) {\n      float total = 0.0f;\n"
+               << "      for (int g = 0; g < RPC; ++g) total += tn_combine_scalar[g];\n"
+               << "      dst[blockIdx.x] = total;\n    }\n";
+        } else {
+          out_ << "    if (lane == 0) dst[static_cast<long long>(blockIdx.x) * RPC + row_in_cta] = xacc"
+               << r << ";\n";
+        }
+        out_ << "  }\n";
+        ++scalar;
+      }
+    }
+  }
+
+  // ---- The finishing kernel: sums the partials in a fixed order, then computes and stores
+  // the column and scalar outputs.
+  void emit_finish(GeneratedFunction& f) {
+    out_ << "\nextern \"C\" __global__ void __launch_bounds__(" << f.threads_per_block << ")\n"
+         << f.name << "(";
+    std::vector<std::string> params;
+    auto add = [&](ParamKind kind, int slot, std::string decl) {
+      f.params.push_back({kind, slot});
+      params.push_back(std::move(decl));
+    };
+    for (std::size_t i = 0; i < p_.slots.size(); ++i) {
+      const ir::Slot& s = p_.slots[i];
+      const int index = static_cast<int>(i);
+      const bool read = s.role == ir::Role::read;
+      if (s.shape == Shape::column)
+        add(ParamKind::slot_pointer, index,
+            (read ? "const " : "") + slot_type(s) + "* __restrict__ p_" + s.name);
+      if (s.shape == Shape::scalar && read) add(ParamKind::slot_value, index, "float sc_" + s.name);
+      if (s.shape == Shape::scalar && !read)
+        add(ParamKind::slot_pointer, index, "float* __restrict__ p_" + s.name);
+    }
+    add(ParamKind::workspace, -1, "const float* __restrict__ tn_workspace");
+    add(ParamKind::partial_rows, -1, "long long tn_partial_rows");
+    for (std::size_t i = 0; i < params.size(); ++i) out_ << (i ? ",\n    " : "\n    ") << params[i];
+    out_ << ") {\n"
+         << "  constexpr int N = " << spec_.n << ";\n"
+         << "  constexpr int COLS = " << kFinishColumns << ", GROUPS = " << kFinishGroups << ";\n"
+         << "  const int col_in_cta = threadIdx.x % COLS;\n"
+         << "  const int group = threadIdx.x / COLS;\n"
+         << "  const int c = blockIdx.x * COLS + col_in_cta;\n"
+         << "  const long long tn_columns_floats = tn_partial_rows * N;\n"
+         << "  __shared__ float tn_sums[GROUPS][COLS];\n"
+         << "  __shared__ float tn_scalar[COLS * GROUPS];\n";
+    int column = 0, scalar = 0;
+    for (NodeId r : lp_.cross_row_reductions) {
+      if (ir::varies_along_row(g_.node(r).shape)) {
+        out_ << "  float f" << r << ";\n  {\n    const float* src = tn_workspace + " << column++
+             << " * tn_columns_floats;\n    float total = 0.0f;\n"
+             << "    if (c < N)\n      for (long long p = group; p < tn_partial_rows; p += GROUPS) "
+                "total += src[p * N + c];\n"
+             << "    tn_sums[group][col_in_cta] = total;\n    __syncthreads();\n"
+             << "    f" << r << " = 0.0f;\n"
+             << "    for (int g = 0; g < GROUPS; ++g) f" << r << " += tn_sums[g][col_in_cta];\n"
+             << "    __syncthreads();\n  }\n";
+      } else {
+        out_ << "  float f" << r << ";\n  {\n    const float* src = tn_workspace + "
+             << plan_.column_partials << " * tn_columns_floats + " << scalar++
+             << " * tn_partial_rows;\n    float total = 0.0f;\n"
+             << "    for (long long p = threadIdx.x; p < tn_partial_rows; p += COLS * GROUPS) "
+                "total += src[p];\n"
+             << "    tn_scalar[threadIdx.x] = total;\n    __syncthreads();\n"
+             << "    for (int half = COLS * GROUPS / 2; half > 0; half /= 2) {\n"
+             << "      if (threadIdx.x < half) tn_scalar[threadIdx.x] += tn_scalar[threadIdx.x + half];\n"
+             << "      __syncthreads();\n    }\n"
+             << "    f" << r << " = tn_scalar[0];\n    __syncthreads();\n  }\n";
+      }
+    }
+    // The values the column and scalar outputs need, all constant across rows.
+    std::vector<NodeId> roots;
+    for (const ir::Slot& s : p_.slots) {
+      if (s.role == ir::Role::written && (s.shape == Shape::column || s.shape == Shape::scalar))
+        roots.push_back(s.value);
+    }
+    std::set<NodeId> needed;
+    std::vector<NodeId> stack = roots;
+    while (!stack.empty()) {
+      const NodeId id = stack.back();
+      stack.pop_back();
+      if (!needed.insert(id).second || is_cross_row(id)) continue;
+      const Node& n = g_.node(id);
+      for (int i = 0; i < n.arity; ++i) stack.push_back(n.args[i]);
+    }
+    auto finish_ref = [&](NodeId id) { return "f" + std::to_string(id); };
+    for (NodeId id : needed) {
+      if (is_cross_row(id)) continue;
+      const Node& n = g_.node(id);
+      if (n.op == Op::load && n.shape == Shape::column) {
+        out_ << "  const float f" << id << " = c < N ? tn::to_float(p_" << slot(n.index).name
+             << "[c]) : 0.0f;\n";
+        continue;
+      }
+      if (n.op == Op::load) {
+        out_ << "  const float f" << id << " = sc_" << slot(n.index).name << ";\n";
+        continue;
+      }
+      if (ir::is_reduction(n.op))
+        throw ProgramError("codegen: program '" + p_.name +
+                           "' reduces along the row after a reduction across rows");
+      const std::string text = expression(id, finish_ref);
+      out_ << "  const float f" << id << " = " << text << ";\n";
+    }
+    for (const ir::Slot& s : p_.slots) {
+      if (s.role != ir::Role::written) continue;
+      if (s.shape == Shape::column)
+        out_ << "  if (group == 0 && c < N) p_" << s.name << "[c] = tn::from_float<" << slot_type(s)
+             << ">(" << finish_ref(s.value) << ");\n";
+      if (s.shape == Shape::scalar)
+        out_ << "  if (blockIdx.x == 0 && threadIdx.x == 0) p_" << s.name << "[0] = "
+             << finish_ref(s.value) << ";\n";
+    }
+    out_ << "}\n";
   }
 
   const LoweredProgram& lp_;
@@ -486,6 +704,8 @@ class Emitter {
   KernelSpec spec_;
   Geometry geo_;
   RowStorage storage_;
+  KernelPlan plan_;
+  bool combine_ = false;
   std::vector<bool> stashed_;
   std::ostringstream out_;
 };
@@ -520,9 +740,11 @@ std::optional<std::string> config_problem(const LoweredProgram& lp, const Kernel
   }
   const Geometry g = geometry(spec);
   if (static_cast<RowStorage>(c.row_storage) == RowStorage::registers) {
-    // Each row input keeps ITERS * VEC floats per thread; leave room for the rest.
-    const std::int64_t held =
-        g.iters * c.vec * static_cast<std::int64_t>(lp.program.row_inputs.size());
+    // Each row input keeps ITERS * VEC floats per thread, and so does each column partial sum.
+    std::int64_t arrays = plan_kernels(lp).column_partials;
+    for (const ir::Slot& slot : lp.program.slots)
+      arrays += slot.role == ir::Role::read && slot.shape == ir::Shape::tile;
+    const std::int64_t held = g.iters * c.vec * arrays;
     const std::int64_t budget = std::min<std::int64_t>(255, 65536 / threads) - 40;
     if (held > budget) {
       return "the row does not fit in registers (" + std::to_string(held) +

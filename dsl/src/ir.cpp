@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "tilenorm/dsl/error.hpp"
+#include "tilenorm/dsl/ops.hpp"
 
 namespace tilenorm::ir {
 
@@ -24,108 +25,30 @@ std::string_view shape_name(Shape s) {
   return "?";
 }
 
-std::string_view op_name(Op op) {
-  switch (op) {
-    case Op::load_row:
-      return "load_row";
-    case Op::load_column:
-      return "load_column";
-    case Op::scalar_param:
-      return "scalar_param";
-    case Op::constant:
-      return "constant";
-    case Op::row_length:
-      return "row_length";
-    case Op::neg:
-      return "neg";
-    case Op::abs:
-      return "abs";
-    case Op::sqrt:
-      return "sqrt";
-    case Op::rsqrt:
-      return "rsqrt";
-    case Op::exp:
-      return "exp";
-    case Op::log:
-      return "log";
-    case Op::tanh:
-      return "tanh";
-    case Op::sigmoid:
-      return "sigmoid";
-    case Op::round_to:
-      return "round_to";
-    case Op::add:
-      return "add";
-    case Op::sub:
-      return "sub";
-    case Op::mul:
-      return "mul";
-    case Op::div:
-      return "div";
-    case Op::min:
-      return "min";
-    case Op::max:
-      return "max";
-    case Op::less:
-      return "less";
-    case Op::less_equal:
-      return "less_equal";
-    case Op::greater:
-      return "greater";
-    case Op::greater_equal:
-      return "greater_equal";
-    case Op::select:
-      return "select";
-    case Op::reduce_sum:
-      return "sum";
-    case Op::reduce_mean:
-      return "mean";
-    case Op::reduce_max:
-      return "max_reduce";
-    case Op::reduce_min:
-      return "min_reduce";
+std::string_view axis_name(Axis a) {
+  switch (a) {
+    case Axis::along_row:
+      return "along_row";
+    case Axis::across_rows:
+      return "across_rows";
   }
   return "?";
 }
 
-int op_arity(Op op) {
-  switch (op) {
-    case Op::load_row:
-    case Op::load_column:
-    case Op::scalar_param:
-    case Op::constant:
-    case Op::row_length:
-      return 0;
-    case Op::add:
-    case Op::sub:
-    case Op::mul:
-    case Op::div:
-    case Op::min:
-    case Op::max:
-    case Op::less:
-    case Op::less_equal:
-    case Op::greater:
-    case Op::greater_equal:
-      return 2;
-    case Op::select:
-      return 3;
-    default:
-      return 1;
+std::string_view role_name(Role role) {
+  switch (role) {
+    case Role::read:
+      return "read";
+    case Role::written:
+      return "written";
   }
-}
-
-bool is_reduction(Op op) {
-  return op == Op::reduce_sum || op == Op::reduce_mean || op == Op::reduce_max ||
-         op == Op::reduce_min;
-}
-
-bool is_commutative(Op op) {
-  return op == Op::add || op == Op::mul || op == Op::min || op == Op::max;
+  return "?";
 }
 
 bool Node::operator==(const Node& other) const {
   // Constants compare by bit pattern so that -0.0 and 0.0 (and NaNs) stay distinct.
-  return op == other.op && shape == other.shape && arity == other.arity && args == other.args &&
+  return op == other.op && shape == other.shape && axis == other.axis && arity == other.arity &&
+         args == other.args &&
          index == other.index &&
          std::bit_cast<std::uint64_t>(value) == std::bit_cast<std::uint64_t>(other.value) &&
          dtype == other.dtype;
@@ -138,6 +61,7 @@ std::size_t NodeHash::operator()(const Node& node) const {
   mix(static_cast<std::uint64_t>(node.index));
   mix(std::bit_cast<std::uint64_t>(node.value));
   mix(static_cast<std::uint64_t>(node.dtype));
+  mix(static_cast<std::uint64_t>(node.axis));
   return h;
 }
 
@@ -152,28 +76,41 @@ NodeId Graph::intern(Node node) {
   for (int i = node.arity; i < 3; ++i) node.args[i] = 0;
   if (node.op != Op::constant) node.value = 0.0;
   if (node.op != Op::round_to) node.dtype = DType::f32;
+  if (node.op != Op::load) node.index = 0;
   if (is_reduction(node.op)) {
     const Shape arg = nodes_[node.args[0]].shape;
-    if (arg != Shape::tile) {
-      throw ProgramError("reduction '" + std::string(op_name(node.op)) + "' needs a Tile, got a " +
-                         std::string(shape_name(arg)));
+    if (!varies(arg, node.axis)) {
+      throw ProgramError("reduction '" + std::string(op_name(node.op)) + "' " +
+                         std::string(axis_name(node.axis)) + " needs a value that varies " +
+                         (node.axis == Axis::along_row ? "along the row" : "across rows") +
+                         ", got a " + std::string(shape_name(arg)));
     }
-    node.shape = Shape::row_scalar;
-  } else if (node.arity > 0) {
-    node.shape = nodes_[node.args[0]].shape;
-    for (int i = 1; i < node.arity; ++i)
-      node.shape = broadcast(node.shape, nodes_[node.args[i]].shape);
+    node.shape = reduced(arg, node.axis);
+  } else {
+    node.axis = Axis::along_row;
+    if (node.op == Op::constant || node.op == Op::row_length) node.shape = Shape::scalar;
+    if (node.arity > 0) {
+      node.shape = nodes_[node.args[0]].shape;
+      for (int i = 1; i < node.arity; ++i)
+        node.shape = broadcast(node.shape, nodes_[node.args[i]].shape);
+    }
   }
   auto [it, inserted] = interned_.try_emplace(node, static_cast<NodeId>(nodes_.size()));
   if (inserted) nodes_.push_back(node);
   return it->second;
 }
 
-NodeId Graph::leaf(Op op, Shape shape, std::int32_t index) {
+NodeId Graph::load(Shape shape, std::int32_t slot) {
   Node n;
-  n.op = op;
+  n.op = Op::load;
   n.shape = shape;
-  n.index = index;
+  n.index = slot;
+  return intern(n);
+}
+
+NodeId Graph::row_length() {
+  Node n;
+  n.op = Op::row_length;
   return intern(n);
 }
 
@@ -207,18 +144,26 @@ NodeId Graph::select(NodeId condition, NodeId if_true, NodeId if_false) {
   return intern(n);
 }
 
-NodeId Graph::reduce(Op op, NodeId tile) {
+NodeId Graph::reduce(Op op, NodeId value, Axis axis) {
   Node n;
   n.op = op;
-  n.args = {tile, 0, 0};
+  n.axis = axis;
+  n.args = {value, 0, 0};
   return intern(n);
+}
+
+std::optional<std::size_t> Program::find_slot(std::string_view name) const {
+  for (std::size_t i = 0; i < slots.size(); ++i) {
+    if (slots[i].name == name) return i;
+  }
+  return std::nullopt;
 }
 
 std::vector<NodeId> Program::reachable_nodes() const {
   std::vector<bool> seen(graph->size(), false);
   std::vector<NodeId> stack;
-  for (const auto* outputs : {&row_outputs, &row_stats}) {
-    for (const Output& out : *outputs) stack.push_back(out.value);
+  for (const Slot& slot : slots) {
+    if (slot.role == Role::written) stack.push_back(slot.value);
   }
   while (!stack.empty()) {
     NodeId id = stack.back();
@@ -248,47 +193,30 @@ std::string format_constant(double v) {
 std::string render(const Program& p, bool with_shapes) {
   std::ostringstream out;
   out << "program " << p.name << "\n";
-  auto list = [&out](std::string_view what, const std::vector<std::string>& names) {
-    out << "  " << what << ":";
-    for (const auto& n : names) out << ' ' << n;
+  for (const Slot& slot : p.slots) {
+    out << "  " << role_name(slot.role) << ' ' << shape_name(slot.shape) << ' ' << slot.name;
+    if (slot.dtype) out << " : " << dtype_name(*slot.dtype);
+    if (slot.needs_grad) out << " (needs grad)";
     out << "\n";
-  };
-  list("row_inputs", p.row_inputs);
-  list("columns", p.columns);
-  list("scalars", p.scalars);
+  }
   std::unordered_map<NodeId, std::size_t> local;
   for (NodeId id : p.reachable_nodes()) {
     const Node& n = p.graph->node(id);
     const std::size_t number = local.size();
     local[id] = number;
     out << "  %" << number << " = " << op_name(n.op);
-    switch (n.op) {
-      case Op::load_row:
-        out << ' ' << p.row_inputs.at(n.index);
-        break;
-      case Op::load_column:
-        out << ' ' << p.columns.at(n.index);
-        break;
-      case Op::scalar_param:
-        out << ' ' << p.scalars.at(n.index);
-        break;
-      case Op::constant:
-        out << ' ' << format_constant(n.value);
-        break;
-      case Op::round_to:
-        out << '<' << dtype_name(n.dtype) << '>';
-        break;
-      default:
-        break;
-    }
+    if (n.op == Op::load) out << ' ' << p.slots.at(n.index).name;
+    if (n.op == Op::constant) out << ' ' << format_constant(n.value);
+    if (n.op == Op::round_to) out << '<' << dtype_name(n.dtype) << '>';
+    if (is_reduction(n.op) && n.axis != Axis::along_row) out << '<' << axis_name(n.axis) << '>';
     for (int i = 0; i < n.arity; ++i) out << (i ? ", %" : " %") << local.at(n.args[i]);
     if (with_shapes) out << "  : " << shape_name(n.shape);
     out << "\n";
   }
-  for (const Output& o : p.row_outputs)
-    out << "  output " << o.name << " = %" << local.at(o.value) << "\n";
-  for (const Output& o : p.row_stats)
-    out << "  save " << o.name << " = %" << local.at(o.value) << "\n";
+  for (const Slot& slot : p.slots) {
+    if (slot.role == Role::written)
+      out << "  store " << slot.name << " = %" << local.at(slot.value) << "\n";
+  }
   return out.str();
 }
 

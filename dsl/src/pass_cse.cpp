@@ -1,6 +1,7 @@
 #include <utility>
 
 #include "rewrite.hpp"
+#include "tilenorm/dsl/ops.hpp"
 #include "tilenorm/dsl/passes.hpp"
 
 namespace tilenorm::passes {

@@ -1,7 +1,7 @@
 #include <cmath>
 
-#include "eval.hpp"
 #include "rewrite.hpp"
+#include "tilenorm/dsl/ops.hpp"
 #include "tilenorm/dsl/passes.hpp"
 
 namespace tilenorm::passes {
@@ -26,8 +26,11 @@ NodeId simplify_node(const Node& node, ir::Graph& g) {
     return true;
   }();
   if (all_constant && !ir::is_reduction(node.op)) {
-    auto arg = [&](int i) { return i < node.arity ? g.node(node.args[i]).value : 0.0; };
-    return g.constant(detail::evaluate_elementwise(node, arg(0), arg(1), arg(2)));
+    // Folded in fp32, as the generated code would compute it.
+    auto arg = [&](int i) {
+      return i < node.arity ? static_cast<float>(g.node(node.args[i]).value) : 0.0f;
+    };
+    return g.constant(ir::op_info(node.op).fold(node, arg(0), arg(1), arg(2)));
   }
   const NodeId a = node.args[0];
   const NodeId b = node.args[1];
@@ -36,26 +39,19 @@ NodeId simplify_node(const Node& node, ir::Graph& g) {
   auto keeps_shape = [&](NodeId kept) {
     return g.node(kept).shape == ir::broadcast(g.node(a).shape, g.node(b).shape);
   };
-  switch (node.op) {
-    case Op::add:
-      if (is_constant(g, b, -0.0) && keeps_shape(a)) return a;
-      if (is_constant(g, a, -0.0) && keeps_shape(b)) return b;
-      break;
-    case Op::sub:
-      if (is_constant(g, b, 0.0) && keeps_shape(a)) return a;
-      break;
-    case Op::mul:
-      if (is_constant(g, b, 1.0) && keeps_shape(a)) return a;
-      if (is_constant(g, a, 1.0) && keeps_shape(b)) return b;
-      break;
-    case Op::div:
-      if (is_constant(g, b, 1.0) && keeps_shape(a)) return a;
-      break;
-    case Op::neg:
-      if (g.node(a).op == Op::neg) return g.node(a).args[0];
-      break;
-    default:
-      break;
+  // Identities, by operation; an operation with none is interned as it is.
+  if (node.op == Op::add) {
+    if (is_constant(g, b, -0.0) && keeps_shape(a)) return a;
+    if (is_constant(g, a, -0.0) && keeps_shape(b)) return b;
+  } else if (node.op == Op::sub) {
+    if (is_constant(g, b, 0.0) && keeps_shape(a)) return a;
+  } else if (node.op == Op::mul) {
+    if (is_constant(g, b, 1.0) && keeps_shape(a)) return a;
+    if (is_constant(g, a, 1.0) && keeps_shape(b)) return b;
+  } else if (node.op == Op::div) {
+    if (is_constant(g, b, 1.0) && keeps_shape(a)) return a;
+  } else if (node.op == Op::neg) {
+    if (g.node(a).op == Op::neg) return g.node(a).args[0];
   }
   return g.intern(node);
 }

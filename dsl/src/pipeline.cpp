@@ -23,13 +23,17 @@ std::string LoweredProgram::to_string() const {
   std::ostringstream out;
   out << program.to_string();
   const auto reachable = program.reachable_nodes();
+  auto number = [&reachable](ir::NodeId id) {  // the dense numbers of Program::to_string
+    return std::lower_bound(reachable.begin(), reachable.end(), id) - reachable.begin();
+  };
   for (std::size_t phase = 0; phase < reduction_phases.size(); ++phase) {
     out << "  reduction phase " << phase << ":";
-    for (ir::NodeId id : reduction_phases[phase]) {
-      // Print the same dense numbers as Program::to_string.
-      const auto it = std::lower_bound(reachable.begin(), reachable.end(), id);
-      out << " %" << (it - reachable.begin());
-    }
+    for (ir::NodeId id : reduction_phases[phase]) out << " %" << number(id);
+    out << "\n";
+  }
+  if (!cross_row_reductions.empty()) {
+    out << "  cross-row reductions:";
+    for (ir::NodeId id : cross_row_reductions) out << " %" << number(id);
     out << "\n";
   }
   return out.str();
@@ -44,7 +48,9 @@ LoweredProgram lower(const ir::Program& program) {
   if (dumping) dump("simplify", simplified.to_string());
   ir::Program shared = passes::cse(simplified);
   if (dumping) dump("cse", shared.to_string());
-  LoweredProgram lowered = passes::schedule_reductions(shared);
+  ir::Program factored = passes::cse(passes::factor_reductions(shared));
+  if (dumping) dump("factor_reductions", factored.to_string());
+  LoweredProgram lowered = passes::schedule_reductions(factored);
   if (dumping) dump("schedule_reductions", lowered.to_string());
   return lowered;
 }

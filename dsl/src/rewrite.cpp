@@ -15,8 +15,8 @@ ir::Program rebuild(const ir::Program& program, const RewriteFn& rewrite) {
   }
   ir::Program result = program;
   result.graph = graph;
-  for (auto* outputs : {&result.row_outputs, &result.row_stats}) {
-    for (ir::Output& out : *outputs) out.value = mapped.at(out.value);
+  for (ir::Slot& slot : result.slots) {
+    if (slot.role == ir::Role::written) slot.value = mapped.at(slot.value);
   }
   return result;
 }

@@ -1,10 +1,14 @@
 #include "tilenorm/kernels/programs.hpp"
 
+#include "tilenorm/dsl/autodiff.hpp"
 #include "tilenorm/dsl/error.hpp"
 #include "tilenorm/dsl/language.hpp"
 
 namespace tilenorm::kernels {
 
+// Slots are declared in statements of their own, in the order the typed entry points pass
+// them: the order of evaluation inside one expression is unspecified, and slot order is part
+// of the program's identity.
 ir::Program layer_norm_program(LayerNormAffine affine) {
   const char* name = affine == LayerNormAffine::weight_and_bias ? "layer_norm"
                      : affine == LayerNormAffine::weight_only   ? "layer_norm_no_bias"
@@ -22,8 +26,6 @@ ir::Program layer_norm_program(LayerNormAffine affine) {
       p.output("y", normalized);
       return;
     }
-    // Slots are declared in statements of their own: the order of evaluation inside one
-    // expression is unspecified, and slot order is part of the program's identity.
     auto weight = p.column("weight");
     auto scaled = normalized * weight;
     if (affine == LayerNormAffine::weight_only) {
@@ -42,7 +44,7 @@ ir::Program rms_norm_program(bool with_weight) {
     auto rstd = rsqrt(mean(x * x) + eps);
     p.save("rstd", rstd);
     if (with_weight) {
-      auto weight = p.column("weight");  // declared on its own: see layer_norm_program
+      auto weight = p.column("weight");
       p.output("y", x * rstd * weight);
     } else {
       p.output("y", x * rstd);
@@ -52,15 +54,19 @@ ir::Program rms_norm_program(bool with_weight) {
 
 const std::vector<BuiltinKernel>& builtin_kernels() {
   static const std::vector<BuiltinKernel> kernels = [] {
-    std::vector<BuiltinKernel> list;
+    std::vector<ir::Program> forward;
     for (auto affine :
-         {LayerNormAffine::weight_and_bias, LayerNormAffine::weight_only, LayerNormAffine::none}) {
-      ir::Program program = layer_norm_program(affine);
-      list.push_back({program.name, std::move(program)});
-    }
-    for (bool with_weight : {true, false}) {
-      ir::Program program = rms_norm_program(with_weight);
-      list.push_back({program.name, std::move(program)});
+         {LayerNormAffine::weight_and_bias, LayerNormAffine::weight_only, LayerNormAffine::none})
+      forward.push_back(layer_norm_program(affine));
+    for (bool with_weight : {true, false}) forward.push_back(rms_norm_program(with_weight));
+    std::vector<BuiltinKernel> list;
+    for (const auto& program : forward) list.push_back({program.name, program});
+    // The backward of each, derived, with saved and with recomputed statistics.
+    for (auto mode : {StatisticsMode::saved, StatisticsMode::recompute}) {
+      for (const auto& program : forward) {
+        ir::Program derived = backward(program, {mode});
+        list.push_back({derived.name, std::move(derived)});
+      }
     }
     return list;
   }();

@@ -37,15 +37,15 @@ struct DeviceRows {
   TensorView view;
 };
 
-DeviceRows make_rows(const CheckOptions& o, const std::vector<double>* values) {
-  const std::size_t size = dtype_size(o.io_dtype);
+DeviceRows make_rows(const CheckOptions& o, DType dtype, const std::vector<double>* values) {
+  const std::size_t size = dtype_size(dtype);
   const std::int64_t stride = o.cols + o.extra_row_stride;
   const std::size_t elements =
       static_cast<std::size_t>(o.element_offset + std::max<std::int64_t>(o.rows, 1) * stride);
   DeviceRows d;
   d.host.assign(elements * size, std::byte{kPoison});
   if (values) {
-    const std::vector<std::byte> bytes = encode(*values, o.io_dtype);
+    const std::vector<std::byte> bytes = encode(*values, dtype);
     for (std::int64_t r = 0; r < o.rows; ++r) {
       std::memcpy(d.host.data() + (o.element_offset + r * stride) * size,
                   bytes.data() + r * o.cols * size, o.cols * size);
@@ -53,9 +53,21 @@ DeviceRows make_rows(const CheckOptions& o, const std::vector<double>* values) {
   }
   d.buffer = driver::DeviceBuffer(d.host.size());
   d.buffer.upload(d.host.data(), d.host.size());
-  d.view = {reinterpret_cast<std::byte*>(d.buffer.get()) + o.element_offset * size, o.io_dtype,
-            o.rows, o.cols, stride};
+  d.view = {reinterpret_cast<std::byte*>(d.buffer.get()) + o.element_offset * size, dtype, o.rows,
+            o.cols, stride};
   return d;
+}
+
+// A dense buffer (column, row statistic or scalar): the values, or the poison when null.
+driver::DeviceBuffer make_dense(std::size_t count, DType dtype, const std::vector<double>* values) {
+  driver::DeviceBuffer buffer(std::max<std::size_t>(count, 1) * dtype_size(dtype));
+  if (values && count > 0) {
+    const std::vector<std::byte> bytes = encode(*values, dtype);
+    buffer.upload(bytes.data(), bytes.size());
+  } else {
+    buffer.fill_bytes(kPoison);
+  }
+  return buffer;
 }
 
 std::vector<std::int64_t> reference_row_indices(const CheckOptions& o) {
@@ -126,108 +138,142 @@ CheckReport check_against_interpreter(const Norm& norm, const CheckOptions& o) {
   const ir::Program& p = norm.program();
   driver::ScopedContext scope(driver::primary_context(0));
   CheckReport report;
+  auto dtype_of = [&](const ir::Slot& slot) {
+    if (slot.dtype) return *slot.dtype;
+    return slot.shape == ir::Shape::tile ? o.io_dtype : o.param_dtype;
+  };
 
-  // Fresh random inputs, exactly representable in their storage types.
-  std::vector<std::vector<double>> inputs;
-  for (std::size_t i = 0; i < p.row_inputs.size(); ++i) {
-    inputs.push_back(random_values(static_cast<std::size_t>(o.rows * o.cols), o.seed * 7919 + i,
-                                   -2.0, 2.5, o.io_dtype));
+  // Every slot gets a buffer: read slots fresh random values exactly representable in their
+  // storage type, written slots the poison.
+  const std::size_t slots = p.slots.size();
+  std::vector<std::vector<double>> values(slots);
+  std::vector<DeviceRows> rows_buffers(slots);
+  std::vector<driver::DeviceBuffer> dense(slots);
+  std::vector<Arg> args;
+  std::size_t scalar_index = 0;
+  for (std::size_t i = 0; i < slots; ++i) {
+    const ir::Slot& slot = p.slots[i];
+    const DType dtype = dtype_of(slot);
+    const bool read = slot.role == ir::Role::read;
+    const std::uint64_t seed = o.seed * 7919 + i * 104729;
+    const std::size_t count = slot_elements(slot.shape, o.rows, o.cols);
+    switch (slot.shape) {
+      case ir::Shape::tile:
+        if (read) values[i] = random_values(count, seed, -2.0, 2.5, dtype);
+        rows_buffers[i] = make_rows(o, dtype, read ? &values[i] : nullptr);
+        args.emplace_back(rows_buffers[i].view);
+        break;
+      case ir::Shape::column:
+        if (read) values[i] = random_values(count, seed, -1.5, 1.5, dtype);
+        dense[i] = make_dense(count, dtype, read ? &values[i] : nullptr);
+        args.emplace_back(ColumnView{reinterpret_cast<void*>(dense[i].get()), dtype, o.cols});
+        break;
+      case ir::Shape::row_scalar:
+        // Positive, like a saved rstd; a saved mean may be anything, so this is fine too.
+        if (read) values[i] = random_values(count, seed, 0.5, 1.5, DType::f32);
+        dense[i] = make_dense(count, DType::f32, read ? &values[i] : nullptr);
+        args.emplace_back(RowStatView{reinterpret_cast<float*>(dense[i].get()), o.rows});
+        break;
+      case ir::Shape::scalar:
+        if (read) {
+          const float value = scalar_index < o.scalars.size() ? o.scalars[scalar_index]
+                              : slot.needs_grad ? 0.75f
+                                                : 1e-5f;
+          ++scalar_index;
+          values[i] = {static_cast<double>(value)};
+          args.emplace_back(value);
+        } else {
+          dense[i] = make_dense(1, DType::f32, nullptr);
+          args.emplace_back(ScalarView{reinterpret_cast<float*>(dense[i].get())});
+        }
+        break;
+    }
   }
-  std::vector<std::vector<double>> columns;
-  for (std::size_t i = 0; i < p.columns.size(); ++i) {
-    columns.push_back(random_values(static_cast<std::size_t>(o.cols), o.seed * 104729 + i, -1.5,
-                                    1.5, o.param_dtype));
-  }
-  std::vector<float> scalars =
-      o.scalars.empty() ? std::vector<float>(p.scalars.size(), 1e-5f) : o.scalars;
 
-  std::vector<DeviceRows> device_inputs, device_outputs;
-  std::vector<TensorView> input_views, output_views;
-  for (const auto& values : inputs) {
-    device_inputs.push_back(make_rows(o, &values));
-    input_views.push_back(device_inputs.back().view);
-  }
-  for (std::size_t i = 0; i < p.row_outputs.size(); ++i) {
-    device_outputs.push_back(make_rows(o, nullptr));
-    output_views.push_back(device_outputs.back().view);
-  }
-  std::vector<driver::DeviceBuffer> column_buffers;
-  std::vector<ColumnView> column_views;
-  for (const auto& values : columns) {
-    const std::vector<std::byte> bytes = encode(values, o.param_dtype);
-    column_buffers.emplace_back(bytes.size());
-    column_buffers.back().upload(bytes.data(), bytes.size());
-    column_views.push_back(
-        {reinterpret_cast<void*>(column_buffers.back().get()), o.param_dtype, o.cols});
-  }
-  std::vector<driver::DeviceBuffer> stat_buffers;
-  std::vector<RowStatView> stat_views;
-  for (std::size_t i = 0; i < p.row_stats.size(); ++i) {
-    stat_buffers.emplace_back(static_cast<std::size_t>(std::max<std::int64_t>(o.rows, 1)) *
-                              sizeof(float));
-    stat_buffers.back().fill_bytes(kPoison);
-    stat_views.push_back({reinterpret_cast<float*>(stat_buffers.back().get()), o.rows});
-  }
-
-  const KernelArgs args{input_views, output_views, column_views, stat_views, scalars};
   report.used =
       o.config ? ResolvedConfig{*o.config, ConfigSource::explicit_config} : norm.resolve(args);
+  driver::DeviceBuffer workspace;
+  const std::size_t workspace_bytes =
+      o.config ? norm.workspace_bytes(args, *o.config) : norm.workspace_bytes(args);
+  if (workspace_bytes > 0) workspace = driver::DeviceBuffer(workspace_bytes);
+  const Workspace ws{reinterpret_cast<void*>(workspace.get()), workspace_bytes};
   driver::Stream stream;
   if (o.config) {
-    norm.launch(args, reinterpret_cast<Stream>(stream.get()), *o.config);
+    norm.launch(args, reinterpret_cast<Stream>(stream.get()), *o.config, ws);
   } else {
-    norm.launch(args, reinterpret_cast<Stream>(stream.get()));
+    norm.launch(args, reinterpret_cast<Stream>(stream.get()), ws);
   }
   stream.synchronize();
 
-  // The oracle, on all rows or an evenly spread sample of them.
-  const std::vector<std::int64_t> rows = reference_row_indices(o);
+  // The oracle, on all rows or an evenly spread sample of them (all rows when the program
+  // sums across rows).
+  const bool sums_rows = plan_kernels(norm.lowered()).needs_finish();
+  CheckOptions sampled = o;
+  if (sums_rows) sampled.reference_rows = 0;
+  const std::vector<std::int64_t> rows = reference_row_indices(sampled);
   InterpreterInputs reference_in;
   reference_in.rows = static_cast<std::int64_t>(rows.size());
   reference_in.cols = o.cols;
-  for (const auto& values : inputs) {
-    std::vector<double> picked;
-    picked.reserve(rows.size() * o.cols);
-    for (std::int64_t r : rows)
-      picked.insert(picked.end(), values.begin() + r * o.cols, values.begin() + (r + 1) * o.cols);
-    reference_in.row_inputs.push_back(std::move(picked));
+  reference_in.slots.resize(slots);
+  for (std::size_t i = 0; i < slots; ++i) {
+    const ir::Slot& slot = p.slots[i];
+    if (slot.role != ir::Role::read) continue;
+    if (slot.shape == ir::Shape::tile) {
+      auto& picked = reference_in.slots[i];
+      for (std::int64_t r : rows)
+        picked.insert(picked.end(), values[i].begin() + r * o.cols,
+                      values[i].begin() + (r + 1) * o.cols);
+    } else if (slot.shape == ir::Shape::row_scalar) {
+      for (std::int64_t r : rows) reference_in.slots[i].push_back(values[i][r]);
+    } else {
+      reference_in.slots[i] = values[i];
+    }
   }
-  reference_in.columns = columns;
-  reference_in.scalars.assign(scalars.begin(), scalars.end());
-  const InterpreterOutputs expected =
-      o.rows > 0 ? interpret(p, reference_in) : InterpreterOutputs{};
+  const InterpreterOutputs expected = interpret(p, reference_in);
 
-  const std::size_t size = dtype_size(o.io_dtype);
   const std::int64_t stride = o.cols + o.extra_row_stride;
-  for (std::size_t i = 0; i < device_outputs.size(); ++i) {
-    DeviceRows& d = device_outputs[i];
-    std::vector<std::byte> after(d.host.size());
-    d.buffer.download(after.data(), after.size());
-    report.unwritten += count_poisoned_elements(after, o, size);
-    report.clobbered += count_changed_padding(after, o, size);
+  // Sums over many rows carry more fp32 rounding than one row's arithmetic.
+  auto summed_tolerance = [&](DType dtype) {
+    Tolerance t = tolerance_for(dtype);
+    const double rows_factor = std::sqrt(static_cast<double>(std::max<std::int64_t>(o.rows, 1)));
+    return Tolerance{t.atol * rows_factor + 1e-6 * static_cast<double>(o.rows), t.rtol * 2};
+  };
+  for (std::size_t i = 0; i < slots; ++i) {
+    const ir::Slot& slot = p.slots[i];
+    if (slot.role != ir::Role::written) continue;
+    const DType dtype = dtype_of(slot);
     std::vector<double> actual;
-    actual.reserve(rows.size() * o.cols);
-    for (std::int64_t r : rows) {
-      const std::size_t begin = (o.element_offset + r * stride) * size;
-      const std::vector<double> row =
-          decode(std::span(after).subspan(begin, o.cols * size), o.io_dtype);
-      actual.insert(actual.end(), row.begin(), row.end());
+    Tolerance tolerance = tolerance_for(dtype);
+    if (slot.shape == ir::Shape::tile) {
+      const std::size_t size = dtype_size(dtype);
+      DeviceRows& d = rows_buffers[i];
+      std::vector<std::byte> after(d.host.size());
+      d.buffer.download(after.data(), after.size());
+      report.unwritten += count_poisoned_elements(after, o, size);
+      report.clobbered += count_changed_padding(after, o, size);
+      for (std::int64_t r : rows) {
+        const std::size_t begin = (o.element_offset + r * stride) * size;
+        const std::vector<double> row = decode(std::span(after).subspan(begin, o.cols * size), dtype);
+        actual.insert(actual.end(), row.begin(), row.end());
+      }
+      if (o.rows == 0) continue;
+    } else {
+      const bool per_row = slot.shape == ir::Shape::row_scalar;
+      const std::size_t count = slot_elements(slot.shape, o.rows, o.cols);
+      std::vector<std::byte> bytes(count * dtype_size(dtype));
+      if (count > 0) dense[i].download(bytes.data(), bytes.size());
+      const std::vector<double> all = decode(bytes, dtype);
+      for (double v : all) report.unwritten += std::isnan(v) ? 1 : 0;
+      if (per_row) {
+        for (std::int64_t r : rows) actual.push_back(all[r]);
+        tolerance = tolerance_for(DType::f32);
+      } else {
+        actual = all;
+        tolerance = summed_tolerance(dtype);
+      }
+      if (count == 0) continue;
     }
-    if (o.rows > 0) {
-      report.outputs.push_back({p.row_outputs[i].name, compare(actual, expected.row_outputs[i],
-                                                               tolerance_for(o.io_dtype))});
-    }
-  }
-  for (std::size_t i = 0; i < stat_buffers.size(); ++i) {
-    std::vector<float> stats(static_cast<std::size_t>(o.rows));
-    if (o.rows > 0) stat_buffers[i].download(stats.data(), stats.size() * sizeof(float));
-    std::vector<double> actual;
-    for (std::int64_t r : rows) actual.push_back(stats[r]);
-    for (float v : stats) report.unwritten += std::isnan(v) ? 1 : 0;
-    if (o.rows > 0) {
-      report.outputs.push_back(
-          {p.row_stats[i].name, compare(actual, expected.row_stats[i], tolerance_for(DType::f32))});
-    }
+    report.outputs.push_back({slot.name, compare(actual, expected.slots[i], tolerance)});
   }
   return report;
 }

@@ -41,11 +41,25 @@ std::string tuning_dtype_key(DType io_dtype, DType param_dtype) {
   return key;
 }
 
+std::vector<Arg> bind_args(const ir::Program& program, std::initializer_list<NamedArg> named) {
+  std::vector<Arg> args;
+  args.reserve(program.slots.size());
+  for (const ir::Slot& slot : program.slots) {
+    const NamedArg* found = nullptr;
+    for (const NamedArg& arg : named) {
+      if (arg.first == slot.name) found = &arg;
+    }
+    if (!found) throw Error(program.name + ": no argument for slot '" + slot.name + "'");
+    args.push_back(found->second);
+  }
+  return args;
+}
+
 BuiltKernel build_kernel(const LoweredProgram& program, const KernelSpec& spec,
                          const std::string& arch, bool use_disk_cache) {
   BuiltKernel built;
   built.generated = generate_cuda(program, spec);
-  const CompileRequest request{built.generated.full_source(), built.generated.name, arch, {}};
+  const CompileRequest request{built.generated.source, built.generated.name, arch, {}};
   std::optional<DiskCache> cache;
   if (use_disk_cache) cache.emplace(cache_directory());
   CompiledKernel compiled = compile_cached(request, cache ? &*cache : nullptr);
@@ -99,8 +113,10 @@ struct LaunchKeyHash {
 
 struct LoadedKernel {
   CUfunction function = nullptr;
+  CUfunction finish = nullptr;  // the finishing kernel, for cross-row reductions
   GeneratedKernel generated;
   ResolvedConfig resolved;
+  int max_grid = 0;  // persistent kernels: CTAs resident at once on the whole device
 };
 
 bool aligned(const void* p, std::size_t bytes) {
@@ -122,8 +138,8 @@ struct Runtime::Impl {
   std::atomic<std::uint64_t> kernels_loaded{0};
   std::atomic<std::uint64_t> nvrtc_compiles{0};
 
-  CUfunction load(const GeneratedKernel& generated) {
-    const CompileRequest request{generated.full_source(), generated.name, info.arch(), {}};
+  CUfunction load(const GeneratedKernel& generated, CUfunction* finish) {
+    const CompileRequest request{generated.source, generated.name, info.arch(), {}};
     const std::string key = cache_key(request, nvrtc_version());
     std::lock_guard lock(mutex);
     auto it = modules.find(key);
@@ -140,6 +156,11 @@ struct Runtime::Impl {
     CUfunction function = nullptr;
     driver::check(driver::api().cuModuleGetFunction(&function, it->second, generated.name.c_str()),
                   "cuModuleGetFunction " + generated.name);
+    if (generated.finish) {
+      driver::check(
+          driver::api().cuModuleGetFunction(finish, it->second, generated.finish->name.c_str()),
+          "cuModuleGetFunction " + generated.finish->name);
+    }
     if (generated.dynamic_shared_bytes > kDefaultDynamicSharedLimit) {
       driver::check(driver::api().cuFuncSetAttribute(
                         function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
@@ -154,107 +175,142 @@ struct Norm::State {
   std::shared_ptr<Runtime::Impl> runtime;
   ir::Program program;
   LoweredProgram lowered;
+  KernelPlan plan;
   std::string hash;
-  // Names and labels for error messages, made once so that validating a launch allocates
-  // nothing unless it fails.
-  std::vector<std::string> output_names, stat_names;
-  std::vector<std::string> input_labels, output_labels, column_labels, stat_labels;
+  // Labels for error messages, made once so that validating a launch allocates nothing
+  // unless it fails.
+  std::vector<std::string> labels;
+  std::string slot_list;
   mutable std::shared_mutex mutex;
   mutable std::unordered_map<LaunchKey, LoadedKernel, LaunchKeyHash> kernels;
 
   [[noreturn]] void fail(const std::string& what) const { throw Error(program.name + ": " + what); }
 
-  LaunchShape validate(const KernelArgs& args) const {
-    auto expect_count = [&](std::size_t got, const std::vector<std::string>& names,
-                            const char* kind) {
-      if (got != names.size()) {
-        std::string list;
-        for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
-        fail("expected " + std::to_string(names.size()) + " " + kind + " (" + list + "), got " +
-             std::to_string(got));
-      }
-    };
-    expect_count(args.row_inputs.size(), program.row_inputs, "row inputs");
-    expect_count(args.row_outputs.size(), output_names, "row outputs");
-    expect_count(args.columns.size(), program.columns, "columns");
-    expect_count(args.row_stats.size(), stat_names, "row statistics");
-    expect_count(args.scalars.size(), program.scalars, "scalars");
+  static const char* expected_kind(const ir::Slot& slot) {
+    switch (slot.shape) {
+      case ir::Shape::tile:
+        return "a TensorView";
+      case ir::Shape::column:
+        return "a ColumnView";
+      case ir::Shape::row_scalar:
+        return "a RowStatView";
+      case ir::Shape::scalar:
+        return slot.role == ir::Role::read ? "a float value" : "a ScalarView";
+    }
+    return "?";
+  }
+  static Arg::Kind kind_for(const ir::Slot& slot) {
+    switch (slot.shape) {
+      case ir::Shape::tile:
+        return Arg::Kind::rows;
+      case ir::Shape::column:
+        return Arg::Kind::column;
+      case ir::Shape::row_scalar:
+        return Arg::Kind::row_stat;
+      case ir::Shape::scalar:
+        return slot.role == ir::Role::read ? Arg::Kind::scalar_value : Arg::Kind::scalar_out;
+    }
+    return Arg::Kind::rows;
+  }
 
+  LaunchShape validate(KernelArgs args) const {
+    if (args.size() != program.slots.size()) {
+      fail("expected " + std::to_string(program.slots.size()) + " arguments (" + slot_list +
+           "), got " + std::to_string(args.size()));
+    }
+    for (std::size_t i = 0; i < args.size(); ++i) {
+      if (args[i].kind() != kind_for(program.slots[i]))
+        fail(labels[i] + " needs " + expected_kind(program.slots[i]));
+    }
     LaunchShape shape;
-    const TensorView& first = args.row_inputs[0];
-    shape.io_dtype = first.dtype;
+    // The first Tile without a fixed dtype sets the row dtype, the first such Column the
+    // parameter dtype; the first Tile sets the shape.
+    std::optional<std::size_t> first_tile, io_source, param_source;
+    for (std::size_t i = 0; i < args.size(); ++i) {
+      const ir::Slot& slot = program.slots[i];
+      if (slot.shape == ir::Shape::tile && !first_tile) first_tile = i;
+      if (slot.shape == ir::Shape::tile && !slot.dtype && !io_source) io_source = i;
+      if (slot.shape == ir::Shape::column && !slot.dtype && !param_source) param_source = i;
+    }
+    const TensorView& first = args[*first_tile].view();
     shape.rows = first.rows;
     shape.cols = first.cols;
-    if (shape.rows < 0)
-      fail("row input '" + program.row_inputs[0] + "' has negative rows (" +
-           std::to_string(shape.rows) + ")");
+    shape.io_dtype = io_source ? args[*io_source].view().dtype : first.dtype;
+    shape.param_dtype = param_source ? args[*param_source].view().dtype : shape.io_dtype;
+    const std::string& first_label = labels[*first_tile];
+    if (shape.rows < 0) fail(first_label + " has negative rows (" + std::to_string(shape.rows) + ")");
     if (shape.cols < 1)
-      fail("row input '" + program.row_inputs[0] + "' has cols " + std::to_string(shape.cols) +
-           "; need at least 1");
+      fail(first_label + " has cols " + std::to_string(shape.cols) + "; need at least 1");
     const bool empty = shape.rows == 0;
     int max_vec = 16;
     auto narrow_vec = [&max_vec](std::uintptr_t address_or_bytes, std::size_t element) {
       while (max_vec > 1 && address_or_bytes % (max_vec * element) != 0) max_vec /= 2;
     };
-    auto check_rows = [&](const TensorView& t, const std::string& what) {
-      if (t.dtype != shape.io_dtype) {
-        fail(what + " has dtype " + std::string(dtype_name(t.dtype)) + " but the row tensors are " +
-             std::string(dtype_name(shape.io_dtype)));
-      }
-      if (t.rows != shape.rows || t.cols != shape.cols) {
-        fail(what + " is [" + std::to_string(t.rows) + ", " + std::to_string(t.cols) + "] but '" +
-             program.row_inputs[0] + "' is [" + std::to_string(shape.rows) + ", " +
-             std::to_string(shape.cols) + "]");
-      }
-      if (t.row_stride < t.cols) {
-        fail(what + " has row_stride " + std::to_string(t.row_stride) + " < cols " +
-             std::to_string(t.cols));
-      }
-      if (t.rows > 1 && t.row_stride > (std::numeric_limits<std::int64_t>::max() / 4) / t.rows) {
-        fail(what + " spans more elements than 64-bit indexing allows");
-      }
-      if (empty) return;
-      if (!t.data) fail(what + " is a null pointer");
-      const std::size_t size = dtype_size(t.dtype);
-      if (!aligned(t.data, size))
+    auto check_pointer = [&](const void* data, std::size_t size, const std::string& what) {
+      if (!data) fail(what + " is a null pointer");
+      if (!aligned(data, size))
         fail(what + " is misaligned: its address must be a multiple of " + std::to_string(size) +
              " bytes");
-      narrow_vec(reinterpret_cast<std::uintptr_t>(t.data), size);
-      narrow_vec(static_cast<std::uintptr_t>(t.row_stride) * size, size);
     };
-    for (std::size_t i = 0; i < args.row_inputs.size(); ++i)
-      check_rows(args.row_inputs[i], input_labels[i]);
-    for (std::size_t i = 0; i < args.row_outputs.size(); ++i)
-      check_rows(args.row_outputs[i], output_labels[i]);
-
-    shape.param_dtype = args.columns.empty() ? shape.io_dtype : args.columns[0].dtype;
-    for (std::size_t i = 0; i < args.columns.size(); ++i) {
-      const ColumnView& c = args.columns[i];
-      const std::string& what = column_labels[i];
-      if (c.dtype != shape.param_dtype) {
-        fail(what + " has dtype " + std::string(dtype_name(c.dtype)) + " but '" +
-             program.columns[0] + "' is " + std::string(dtype_name(shape.param_dtype)));
+    for (std::size_t i = 0; i < args.size(); ++i) {
+      const ir::Slot& slot = program.slots[i];
+      const std::string& what = labels[i];
+      const TensorView& t = args[i].view();
+      const DType expected =
+          slot.dtype ? *slot.dtype
+                     : (slot.shape == ir::Shape::column ? shape.param_dtype : shape.io_dtype);
+      switch (slot.shape) {
+        case ir::Shape::tile: {
+          if (t.dtype != expected) {
+            fail(what + " has dtype " + std::string(dtype_name(t.dtype)) + " but needs " +
+                 std::string(dtype_name(expected)));
+          }
+          if (t.rows != shape.rows || t.cols != shape.cols) {
+            fail(what + " is [" + std::to_string(t.rows) + ", " + std::to_string(t.cols) +
+                 "] but " + first_label + " is [" + std::to_string(shape.rows) + ", " +
+                 std::to_string(shape.cols) + "]");
+          }
+          if (t.row_stride < t.cols) {
+            fail(what + " has row_stride " + std::to_string(t.row_stride) + " < cols " +
+                 std::to_string(t.cols));
+          }
+          if (t.rows > 1 &&
+              t.row_stride > (std::numeric_limits<std::int64_t>::max() / 4) / t.rows) {
+            fail(what + " spans more elements than 64-bit indexing allows");
+          }
+          if (empty) break;
+          const std::size_t size = dtype_size(t.dtype);
+          check_pointer(t.data, size, what);
+          narrow_vec(reinterpret_cast<std::uintptr_t>(t.data), size);
+          narrow_vec(static_cast<std::uintptr_t>(t.row_stride) * size, size);
+          break;
+        }
+        case ir::Shape::column: {
+          if (t.dtype != expected) {
+            fail(what + " has dtype " + std::string(dtype_name(t.dtype)) + " but needs " +
+                 std::string(dtype_name(expected)));
+          }
+          if (t.cols != shape.cols)
+            fail(what + " has size " + std::to_string(t.cols) + " but the rows have " +
+                 std::to_string(shape.cols) + " columns");
+          if (empty && slot.role == ir::Role::read) break;
+          const std::size_t size = dtype_size(t.dtype);
+          check_pointer(t.data, size, what);
+          if (slot.role == ir::Role::read) narrow_vec(reinterpret_cast<std::uintptr_t>(t.data), size);
+          break;
+        }
+        case ir::Shape::row_scalar:
+          if (!t.data && slot.role == ir::Role::written) break;  // not wanted
+          if (t.rows != shape.rows)
+            fail(what + " has " + std::to_string(t.rows) + " rows but the input has " +
+                 std::to_string(shape.rows));
+          if (empty) break;
+          check_pointer(t.data, sizeof(float), what);
+          break;
+        case ir::Shape::scalar:
+          if (slot.role == ir::Role::written) check_pointer(t.data, sizeof(float), what);
+          break;
       }
-      if (c.size != shape.cols)
-        fail(what + " has size " + std::to_string(c.size) + " but the rows have " +
-             std::to_string(shape.cols) + " columns");
-      if (empty) continue;
-      if (!c.data) fail(what + " is a null pointer");
-      const std::size_t size = dtype_size(c.dtype);
-      if (!aligned(c.data, size))
-        fail(what + " is misaligned: its address must be a multiple of " + std::to_string(size) +
-             " bytes");
-      narrow_vec(reinterpret_cast<std::uintptr_t>(c.data), size);
-    }
-    for (std::size_t i = 0; i < args.row_stats.size(); ++i) {
-      const RowStatView& s = args.row_stats[i];
-      if (!s.data) continue;  // not wanted
-      const std::string& what = stat_labels[i];
-      if (s.rows != shape.rows)
-        fail(what + " has " + std::to_string(s.rows) + " rows but the input has " +
-             std::to_string(shape.rows));
-      if (!aligned(s.data, sizeof(float)))
-        fail(what + " is misaligned: its address must be a multiple of 4 bytes");
     }
     shape.max_vec = std::min(max_vec, widest_vec(shape.io_dtype, shape.param_dtype));
     return shape;
@@ -333,18 +389,54 @@ struct Norm::State {
     loaded.generated = generate_cuda(lowered, spec);
     if (loaded.generated.params.size() > kMaxKernelParams)
       fail("has more than 64 kernel parameters");
-    loaded.function = runtime->load(loaded.generated);
+    loaded.function = runtime->load(loaded.generated, &loaded.finish);
+    if (loaded.generated.plan.persistent) {
+      int per_sm = 0;
+      driver::ScopedContext scope(runtime->context);
+      driver::check(driver::api().cuOccupancyMaxActiveBlocksPerMultiprocessor(
+                        &per_sm, loaded.function, loaded.generated.threads_per_block,
+                        loaded.generated.dynamic_shared_bytes),
+                    "cuOccupancyMaxActiveBlocksPerMultiprocessor for " + loaded.generated.name);
+      loaded.max_grid = std::max(1, per_sm) * runtime->limits.multiprocessors;
+    }
     return kernels.emplace(key, std::move(loaded)).first->second;
   }
 
-  void launch(const KernelArgs& args, Stream stream, const KernelConfig* forced) const {
+  // The grid of the main kernel: one CTA per row block, or for a persistent kernel no more
+  // than fit on the device at once (each then loops over row blocks).
+  static std::int64_t grid_for(const LoadedKernel& k, std::int64_t rows) {
+    const std::int64_t blocks = (rows + k.generated.rows_per_cta - 1) / k.generated.rows_per_cta;
+    return k.generated.plan.persistent ? std::min<std::int64_t>(blocks, k.max_grid) : blocks;
+  }
+  std::size_t workspace_for(const LoadedKernel& k, const LaunchShape& shape) const {
+    if (!k.generated.plan.needs_finish() || shape.rows == 0) return 0;
+    const std::int64_t partial_rows = grid_for(k, shape.rows) * k.generated.partials_per_cta;
+    return k.generated.plan.workspace_floats(partial_rows, shape.cols) * sizeof(float);
+  }
+
+  std::size_t workspace_bytes(KernelArgs args, const KernelConfig* forced) const {
     const LaunchShape shape = validate(args);
-    if (shape.rows == 0) return;
+    if (shape.rows == 0 || !plan.needs_finish()) return 0;
+    return workspace_for(kernel_for(shape, forced), shape);
+  }
+
+  void launch(KernelArgs args, Stream stream, const KernelConfig* forced,
+              Workspace workspace) const {
+    const LaunchShape shape = validate(args);
+    if (shape.rows == 0 && !plan.needs_finish()) return;
     const LoadedKernel& k = kernel_for(shape, forced);
-    const std::int64_t blocks =
-        (shape.rows + k.generated.rows_per_cta - 1) / k.generated.rows_per_cta;
-    if (blocks > std::numeric_limits<std::int32_t>::max())
+    const std::int64_t grid = grid_for(k, std::max<std::int64_t>(shape.rows, 1));
+    if (grid > std::numeric_limits<std::int32_t>::max())
       fail("too many rows for one launch: " + std::to_string(shape.rows));
+    const std::size_t needed = workspace_for(k, {shape.io_dtype, shape.param_dtype,
+                                                 std::max<std::int64_t>(shape.rows, 1), shape.cols,
+                                                 shape.max_vec});
+    if (needed > 0 && (!workspace.data || workspace.bytes < needed)) {
+      fail("needs a workspace of " + std::to_string(needed) + " bytes (see workspace_bytes()), got " +
+           std::to_string(workspace.data ? workspace.bytes : 0));
+    }
+    if (needed > 0 && !aligned(workspace.data, 16)) fail("the workspace must be 16-byte aligned");
+    const long long partial_rows = grid * k.generated.partials_per_cta;
 
     union Value {
       CUdeviceptr pointer;
@@ -356,44 +448,50 @@ struct Norm::State {
     auto address = [](const void* p) {
       return static_cast<CUdeviceptr>(reinterpret_cast<std::uintptr_t>(p));
     };
-    for (std::size_t i = 0; i < k.generated.params.size(); ++i) {
-      const KernelParam& param = k.generated.params[i];
-      Value& v = values[i];
-      switch (param.kind) {
-        case ParamKind::row_input:
-          v.pointer = address(args.row_inputs[param.slot].data);
-          break;
-        case ParamKind::row_input_stride:
-          v.integer = args.row_inputs[param.slot].row_stride;
-          break;
-        case ParamKind::row_output:
-          v.pointer = address(args.row_outputs[param.slot].data);
-          break;
-        case ParamKind::row_output_stride:
-          v.integer = args.row_outputs[param.slot].row_stride;
-          break;
-        case ParamKind::column:
-          v.pointer = address(args.columns[param.slot].data);
-          break;
-        case ParamKind::row_stat:
-          v.pointer = address(args.row_stats[param.slot].data);
-          break;
-        case ParamKind::scalar:
-          v.real = args.scalars[param.slot];
-          break;
-        case ParamKind::rows:
-          v.integer = shape.rows;
-          break;
+    auto fill = [&](const std::vector<KernelParam>& params) {
+      for (std::size_t i = 0; i < params.size(); ++i) {
+        const KernelParam& param = params[i];
+        Value& v = values[i];
+        switch (param.kind) {
+          case ParamKind::slot_pointer:
+            v.pointer = address(args[param.slot].view().data);
+            break;
+          case ParamKind::slot_stride:
+            v.integer = args[param.slot].view().row_stride;
+            break;
+          case ParamKind::slot_value:
+            v.real = args[param.slot].value();
+            break;
+          case ParamKind::rows:
+            v.integer = shape.rows;
+            break;
+          case ParamKind::workspace:
+            v.pointer = address(workspace.data);
+            break;
+          case ParamKind::partial_rows:
+            v.integer = partial_rows;
+            break;
+        }
+        pointers[i] = &v;
       }
-      pointers[i] = &v;
-    }
+    };
     driver::ScopedContext scope(runtime->context);
-    const CUresult launched =
-        driver::api().cuLaunchKernel(k.function, static_cast<unsigned>(blocks), 1, 1,
-                                     static_cast<unsigned>(k.generated.threads_per_block), 1, 1,
-                                     static_cast<unsigned>(k.generated.dynamic_shared_bytes),
-                                     reinterpret_cast<CUstream>(stream), pointers.data(), nullptr);
+    fill(k.generated.params);
+    const CUresult launched = driver::api().cuLaunchKernel(
+        k.function, static_cast<unsigned>(grid), 1, 1,
+        static_cast<unsigned>(k.generated.threads_per_block), 1, 1,
+        static_cast<unsigned>(k.generated.dynamic_shared_bytes),
+        reinterpret_cast<CUstream>(stream), pointers.data(), nullptr);
     if (launched != CUDA_SUCCESS) driver::check(launched, "cuLaunchKernel " + k.generated.name);
+    if (!k.generated.finish) return;
+    fill(k.generated.finish->params);
+    const auto finish_grid = static_cast<unsigned>(
+        (shape.cols + k.generated.finish_columns_per_cta - 1) / k.generated.finish_columns_per_cta);
+    const CUresult finished = driver::api().cuLaunchKernel(
+        k.finish, finish_grid, 1, 1, static_cast<unsigned>(k.generated.finish->threads_per_block),
+        1, 1, 0, reinterpret_cast<CUstream>(stream), pointers.data(), nullptr);
+    if (finished != CUDA_SUCCESS)
+      driver::check(finished, "cuLaunchKernel " + k.generated.finish->name);
   }
 };
 
@@ -407,16 +505,21 @@ const std::string& Norm::program_hash() const {
 const LoweredProgram& Norm::lowered() const {
   return state_->lowered;
 }
-void Norm::launch(const KernelArgs& args, Stream stream) const {
-  state_->launch(args, stream, nullptr);
+void Norm::launch(KernelArgs args, Stream stream, Workspace workspace) const {
+  state_->launch(args, stream, nullptr, workspace);
 }
-void Norm::launch(const KernelArgs& args, Stream stream, const KernelConfig& config) const {
-  state_->launch(args, stream, &config);
+void Norm::launch(KernelArgs args, Stream stream, const KernelConfig& config,
+                  Workspace workspace) const {
+  state_->launch(args, stream, &config, workspace);
 }
-ResolvedConfig Norm::resolve(const KernelArgs& args) const {
-  const LaunchShape shape = state_->validate(args);
-  ResolvedConfig resolved = state_->resolve(shape);
-  return resolved;
+std::size_t Norm::workspace_bytes(KernelArgs args) const {
+  return state_->workspace_bytes(args, nullptr);
+}
+std::size_t Norm::workspace_bytes(KernelArgs args, const KernelConfig& config) const {
+  return state_->workspace_bytes(args, &config);
+}
+ResolvedConfig Norm::resolve(KernelArgs args) const {
+  return state_->resolve(state_->validate(args));
 }
 TuningKey Norm::tuning_key(DType io_dtype, DType param_dtype, std::int64_t n,
                            std::int64_t rows) const {
@@ -439,19 +542,14 @@ Norm Runtime::load(const ir::Program& program) {
   state->program = program;
   state->lowered = lower(program);
   state->hash = program.hash();
-  auto label = [](const char* kind, const std::string& name) {
-    return std::string(kind) + " '" + name + "'";
-  };
-  for (const auto& name : program.row_inputs)
-    state->input_labels.push_back(label("row input", name));
-  for (const auto& o : program.row_outputs) {
-    state->output_names.push_back(o.name);
-    state->output_labels.push_back(label("row output", o.name));
-  }
-  for (const auto& name : program.columns) state->column_labels.push_back(label("column", name));
-  for (const auto& o : program.row_stats) {
-    state->stat_names.push_back(o.name);
-    state->stat_labels.push_back(label("row statistic", o.name));
+  state->plan = plan_kernels(state->lowered);
+  for (const ir::Slot& slot : program.slots) {
+    const char* kind = slot.shape == ir::Shape::tile       ? "row tensor"
+                       : slot.shape == ir::Shape::column   ? "column"
+                       : slot.shape == ir::Shape::row_scalar ? "row statistic"
+                                                             : "scalar";
+    state->labels.push_back(std::string(kind) + " '" + slot.name + "'");
+    state->slot_list += (state->slot_list.empty() ? "" : ", ") + slot.name;
   }
   return Norm(std::move(state));
 }

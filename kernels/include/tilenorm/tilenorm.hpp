@@ -1,6 +1,7 @@
 #pragma once
 // tilenorm: normalization kernels written in a tile language embedded in C++, compiled at
 // run time with NVRTC and launched through the CUDA driver API. The one header users include.
+#include "tilenorm/dsl/autodiff.hpp"
 #include "tilenorm/dsl/codegen.hpp"
 #include "tilenorm/dsl/dtype.hpp"
 #include "tilenorm/dsl/error.hpp"
@@ -9,6 +10,7 @@
 #include "tilenorm/dsl/passes.hpp"
 #include "tilenorm/kernels/norms.hpp"
 #include "tilenorm/kernels/programs.hpp"
+#include "tilenorm/runtime/driver.hpp"
 #include "tilenorm/runtime/heuristics.hpp"
 #include "tilenorm/runtime/runtime.hpp"
 #include "tilenorm/runtime/tensor.hpp"

@@ -8,13 +8,15 @@
 #include <string>
 #include <vector>
 
+#include "tilenorm/dsl/ir.hpp"
+
 #include "tilenorm/dsl/dtype.hpp"
 #include "tilenorm/dsl/passes.hpp"
 
 namespace tilenorm {
 
 // Bumped whenever generated code changes in a way that makes old tuning results stale.
-inline constexpr int kCodegenVersion = 1;
+inline constexpr int kCodegenVersion = 2;
 
 // Where a thread keeps its share of the row between passes over it.
 enum class RowStorage : int {
@@ -47,31 +49,55 @@ std::size_t dynamic_shared_memory_bytes(const LoweredProgram& program, const Ker
 // Why `spec` cannot be generated for `program`, or nothing when it can.
 std::optional<std::string> config_problem(const LoweredProgram& program, const KernelSpec& spec);
 
-// The kernel's parameters in order; the runtime builds its argument array from this.
+// One kernel parameter; the runtime builds its argument array from the list.
 enum class ParamKind {
-  row_input,
-  row_input_stride,
-  row_output,
-  row_output_stride,
-  column,
-  row_stat,
-  scalar,
-  rows
+  slot_pointer,   // the device pointer of slot `slot`
+  slot_stride,    // the row stride (elements) of Tile slot `slot`
+  slot_value,     // the fp32 value of read Scalar slot `slot`
+  rows,           // M
+  workspace,      // float*: the cross-row partial sums
+  partial_rows,   // how many partial rows the workspace holds per reduction (grid * RPC)
 };
 struct KernelParam {
   ParamKind kind;
-  int slot;  // index into the program's list of that kind
+  int slot = -1;  // for slot_* kinds
+};
+
+// The plan of a program's kernels: which slots each kernel touches, and the workspace.
+// A program with reductions across rows (column or scalar gradients) needs two kernels: the
+// main one, persistent over the rows, which leaves one partial row per CTA row group in the
+// workspace, and a finishing kernel that sums the partials in a fixed order (deterministic,
+// no atomics) and writes the column and scalar outputs.
+struct KernelPlan {
+  bool persistent = false;           // the main kernel loops over row blocks
+  int column_partials = 0;           // cross-row reductions with an [N] result
+  int scalar_partials = 0;           // cross-row reductions with a scalar result
+  bool needs_finish() const { return column_partials + scalar_partials > 0; }
+  // Workspace floats for `partial_rows` partial rows of an N-column launch.
+  std::size_t workspace_floats(std::int64_t partial_rows, std::int64_t n) const;
+};
+KernelPlan plan_kernels(const LoweredProgram& program);
+
+struct GeneratedFunction {
+  std::string name;  // extern "C" symbol
+  std::vector<KernelParam> params;
+  int threads_per_block = 0;
 };
 
 struct GeneratedKernel {
-  std::string name;    // extern "C" symbol
-  std::string source;  // the kernel, without the prelude
+  std::string name;    // the main kernel's extern "C" symbol
+  std::string source;  // a self-contained .cu translation unit: the prelude and every kernel
   std::vector<KernelParam> params;
   int threads_per_block = 0;
   int rows_per_cta = 0;
   std::size_t dynamic_shared_bytes = 0;  // for RowStorage::shared
-  // The prelude followed by the kernel: a self-contained .cu translation unit.
-  std::string full_source() const;
+  KernelPlan plan;
+  std::optional<GeneratedFunction> finish;  // the finishing kernel, when plan.needs_finish()
+  // Partial rows each main-kernel CTA leaves in the workspace: 1 when it combines its row
+  // groups in shared memory first, else rows_per_cta.
+  int partials_per_cta = 0;
+  // Columns each finishing-kernel CTA covers (its grid is ceil(N / this)).
+  int finish_columns_per_cta = 0;
 };
 
 // Throws ProgramError (naming the problem) when config_problem() reports one.

@@ -7,22 +7,26 @@
 
 namespace tilenorm {
 
+// The number of values a slot of `shape` holds for an [rows, cols] launch, densely stored:
+// Tile rows * cols, Column cols, RowScalar rows, Scalar 1.
+std::size_t slot_elements(ir::Shape shape, std::int64_t rows, std::int64_t cols);
+
 struct InterpreterInputs {
   std::int64_t rows = 0;
   std::int64_t cols = 0;
-  std::vector<std::vector<double>> row_inputs;  // one per program row input, rows * cols, dense
-  std::vector<std::vector<double>> columns;     // one per column parameter, cols each
-  std::vector<double> scalars;                  // one per scalar
+  // One entry per program slot, in slot order: read slots hold their values (slot_elements
+  // of them); written slots are ignored (leave them empty).
+  std::vector<std::vector<double>> slots;
 };
 
 struct InterpreterOutputs {
-  std::vector<std::vector<double>> row_outputs;  // rows * cols each, dense
-  std::vector<std::vector<double>> row_stats;    // rows each
+  // One entry per program slot: written slots hold their values, read slots are empty.
+  std::vector<std::vector<double>> slots;
 };
 
 // Evaluates the program exactly as written (no passes), in fp64. Rows are independent and are
-// spread over the host's threads. Throws ProgramError when the inputs do not match the
-// program's declarations.
+// spread over the host's threads; sums across rows add the rows in order. Throws ProgramError
+// when the inputs do not match the program's slots.
 InterpreterOutputs interpret(const ir::Program& program, const InterpreterInputs& inputs);
 
 }  // namespace tilenorm

@@ -1,10 +1,12 @@
 #pragma once
 // The run-time IR: a hash-consed DAG of nodes. Structurally equal nodes get the same id, so
 // construction already shares common subexpressions, and node ids are a topological order
-// (arguments are always created before their users).
+// (arguments are always created before their users). What each operation means is declared
+// once, in the op table (ops.hpp).
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -14,9 +16,14 @@
 
 namespace tilenorm::ir {
 
-// A value's shape class is two bits: does it vary along a row (across columns), and does it
-// vary from row to row. Broadcasting two values is the bitwise or of their classes.
+// A value's shape class is two bits: does it vary along a row (from column to column), and
+// does it vary across rows (from row to row). Broadcasting two values is the bitwise or of
+// their classes; a reduction clears one bit.
 enum class Shape : std::uint8_t { scalar = 0, column = 1, row_scalar = 2, tile = 3 };
+
+// The shape bit a reduction clears: along the row (Tile -> RowScalar, Column -> Scalar) or
+// across rows (Tile -> Column, RowScalar -> Scalar).
+enum class Axis : std::uint8_t { along_row = 1, across_rows = 2 };
 
 constexpr Shape broadcast(Shape a, Shape b) {
   return static_cast<Shape>(static_cast<std::uint8_t>(a) | static_cast<std::uint8_t>(b));
@@ -24,18 +31,31 @@ constexpr Shape broadcast(Shape a, Shape b) {
 constexpr Shape operator|(Shape a, Shape b) {
   return broadcast(a, b);
 }
+constexpr bool varies(Shape s, Axis axis) {
+  return (static_cast<std::uint8_t>(s) & static_cast<std::uint8_t>(axis)) != 0;
+}
 constexpr bool varies_along_row(Shape s) {
-  return (static_cast<std::uint8_t>(s) & 1) != 0;
+  return varies(s, Axis::along_row);
+}
+constexpr bool varies_across_rows(Shape s) {
+  return varies(s, Axis::across_rows);
+}
+constexpr Shape reduced(Shape s, Axis axis) {
+  return static_cast<Shape>(static_cast<std::uint8_t>(s) & ~static_cast<std::uint8_t>(axis));
+}
+// True when a value of shape `inner` can be used where `outer` is expected (a broadcast).
+constexpr bool fits_in(Shape inner, Shape outer) {
+  return broadcast(inner, outer) == outer;
 }
 std::string_view shape_name(Shape s);
+std::string_view axis_name(Axis a);
 
+// Every operation; its properties are in the op table (ops.hpp), one row each.
 enum class Op : std::uint8_t {
   // Leaves.
-  load_row,      // row input number `index`            (tile)
-  load_column,   // column parameter number `index`     (column)
-  scalar_param,  // launch scalar number `index`        (scalar)
-  constant,      // `value`                             (scalar)
-  row_length,    // N, the number of columns            (scalar)
+  load,        // read slot number `index` (its shape is the slot's)
+  constant,    // `value`                      (scalar)
+  row_length,  // N, the number of columns     (scalar)
   // Elementwise, one argument.
   neg,
   abs,
@@ -53,32 +73,30 @@ enum class Op : std::uint8_t {
   div,
   min,
   max,
+  pow,
   less,
   less_equal,
   greater,
   greater_equal,  // 1 or 0
   // Elementwise, three arguments: args[0] != 0 ? args[1] : args[2].
   select,
-  // Reductions along the row: tile -> row_scalar.
+  // Reductions along `axis`.
   reduce_sum,
   reduce_mean,
   reduce_max,
   reduce_min,
 };
-
-std::string_view op_name(Op op);
-int op_arity(Op op);
-bool is_reduction(Op op);
-bool is_commutative(Op op);
+inline constexpr std::size_t kOpCount = static_cast<std::size_t>(Op::reduce_min) + 1;
 
 using NodeId = std::uint32_t;
 
 struct Node {
   Op op{};
   Shape shape{};
+  Axis axis = Axis::along_row;  // reductions only
   std::uint8_t arity = 0;
   std::array<NodeId, 3> args{};
-  std::int32_t index = 0;    // slot number of a leaf
+  std::int32_t index = 0;    // slot number of a load
   double value = 0.0;        // constant value
   DType dtype = DType::f32;  // target of round_to
 
@@ -97,37 +115,49 @@ class Graph {
   std::size_t size() const { return nodes_.size(); }
 
   // Convenience constructors; each one interns.
-  NodeId leaf(Op op, Shape shape, std::int32_t index);
+  NodeId load(Shape shape, std::int32_t slot);
   NodeId constant(double value);
+  NodeId row_length();
   NodeId unary(Op op, NodeId a, DType dtype = DType::f32);
   NodeId binary(Op op, NodeId a, NodeId b);
   NodeId select(NodeId condition, NodeId if_true, NodeId if_false);
-  NodeId reduce(Op op, NodeId tile);
+  NodeId reduce(Op op, NodeId value, Axis axis = Axis::along_row);
 
  private:
   std::vector<Node> nodes_;
   std::unordered_map<Node, NodeId, NodeHash> interned_;
 };
 
-// One named value the kernel writes.
-struct Output {
+// A slot is one named value the program reads or writes. Its shape says what it is:
+//   Tile       an [M, N] tensor with a row stride     (x, y, dy, dx)
+//   Column     an [N] vector shared by every row       (weight, bias, dweight)
+//   RowScalar  an [M] fp32 vector, one value per row   (saved mean and rstd)
+//   Scalar     one fp32 value: a launch argument when read (eps), a device float when written
+enum class Role : std::uint8_t { read, written };
+std::string_view role_name(Role role);
+
+struct Slot {
   std::string name;
-  NodeId value;
+  Role role = Role::read;
+  Shape shape = Shape::tile;
+  // The storage type. Unset: Tiles use the launch's row dtype, Columns the launch's parameter
+  // dtype. RowScalar and Scalar slots are always fp32.
+  std::optional<DType> dtype;
+  NodeId value = 0;         // written slots: the value stored
+  bool needs_grad = false;  // read slots: autodiff derives d<name> for it
 };
 
-// A norm program: its declared slots, its outputs and the graph they point into.
+// A norm program: its slots and the graph their values point into.
 struct Program {
   std::string name;
   std::shared_ptr<Graph> graph;
-  std::vector<std::string> row_inputs;  // [M, N] tensors read
-  std::vector<std::string> columns;     // [N] parameters
-  std::vector<std::string> scalars;     // launch scalars (fp32)
-  std::vector<Output> row_outputs;      // [M, N] tensors written (tiles)
-  std::vector<Output> row_stats;        // [M] fp32 side outputs (row scalars)
+  std::vector<Slot> slots;
 
-  // Nodes reachable from the outputs, in increasing id order (a topological order).
+  // The index of the slot called `name`, if any.
+  std::optional<std::size_t> find_slot(std::string_view name) const;
+  // Nodes reachable from the written slots, in increasing id order (a topological order).
   std::vector<NodeId> reachable_nodes() const;
-  // Human-readable SSA listing of the reachable nodes and the outputs.
+  // Human-readable SSA listing of the slots and the reachable nodes.
   std::string to_string() const;
   // Stable structural identity: equal for equal programs on every platform and run.
   std::string hash() const;

@@ -19,6 +19,7 @@
 //   });
 #include <concepts>
 #include <memory>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -163,6 +164,7 @@ TILENORM_DSL_BINARY(operator>, greater)
 TILENORM_DSL_BINARY(operator>=, greater_equal)
 TILENORM_DSL_BINARY(min, min)
 TILENORM_DSL_BINARY(max, max)
+TILENORM_DSL_BINARY(pow, pow)
 #undef TILENORM_DSL_BINARY
 
 #define TILENORM_DSL_UNARY(name, opcode)     \
@@ -231,6 +233,10 @@ auto min(const Value<P, S>& a) {
 }
 
 // ---- Declaring a program.
+
+// Whether autodiff derives a gradient for a read slot (see autodiff.hpp).
+enum class Grad { no, yes };
+
 template <class P>
 class ProgramBuilder {
  public:
@@ -239,30 +245,29 @@ class ProgramBuilder {
     program_.graph = graph_;
   }
 
-  // An [M, N] tensor read by the kernel.
-  Tile<P> input(std::string name) {
-    program_.row_inputs.push_back(std::move(name));
-    return {graph_.get(), graph_->leaf(ir::Op::load_row, Shape::tile, slot(program_.row_inputs))};
+  // An [M, N] tensor read by the kernel. `dtype` unset: the launch's row dtype.
+  Tile<P> input(std::string name, Grad grad = Grad::yes, std::optional<DType> dtype = {}) {
+    return {graph_.get(), read(std::move(name), Shape::tile, grad, dtype)};
   }
-  // An [N] parameter (weight, bias).
-  Column<P> column(std::string name) {
-    program_.columns.push_back(std::move(name));
-    return {graph_.get(), graph_->leaf(ir::Op::load_column, Shape::column, slot(program_.columns))};
+  // An [N] parameter (weight, bias). `dtype` unset: the launch's parameter dtype.
+  Column<P> column(std::string name, Grad grad = Grad::yes, std::optional<DType> dtype = {}) {
+    return {graph_.get(), read(std::move(name), Shape::column, grad, dtype)};
   }
-  // A launch scalar (eps), passed as fp32.
-  Scalar<P> scalar(std::string name) {
-    program_.scalars.push_back(std::move(name));
-    return {graph_.get(),
-            graph_->leaf(ir::Op::scalar_param, Shape::scalar, slot(program_.scalars))};
+  // An [M] fp32 vector, one value per row (such as a saved statistic).
+  RowScalar<P> row_values(std::string name) {
+    return {graph_.get(), read(std::move(name), Shape::row_scalar, Grad::no, DType::f32)};
+  }
+  // A launch scalar, passed as fp32: a constant such as eps (Grad::no), or a learned scalar
+  // whose gradient autodiff derives (Grad::yes).
+  Scalar<P> scalar(std::string name, Grad grad = Grad::no) {
+    return {graph_.get(), read(std::move(name), Shape::scalar, grad, DType::f32)};
   }
   // N, the row length, as a Scalar.
-  Scalar<P> row_length() {
-    return {graph_.get(), graph_->leaf(ir::Op::row_length, Shape::scalar, 0)};
-  }
+  Scalar<P> row_length() { return {graph_.get(), graph_->row_length()}; }
 
-  // An [M, N] tensor written by the kernel.
+  // An [M, N] tensor written by the kernel. `dtype` unset: the launch's row dtype.
   template <class Q, Shape S>
-  void output(std::string name, const Value<Q, S>& value) {
+  void output(std::string name, const Value<Q, S>& value, std::optional<DType> dtype = {}) {
     static_assert(std::is_same_v<P, Q>,
                   "tilenorm: this value belongs to another program; outputs must be computed "
                   "from this program's inputs");
@@ -271,7 +276,7 @@ class ProgramBuilder {
                   "with save(name, value), or broadcast it against a Tile first");
     static_assert(S == Shape::tile,
                   "tilenorm: a row output must be a Tile (it must depend on a row input)");
-    program_.row_outputs.push_back({std::move(name), value.id()});
+    write(std::move(name), Shape::tile, value.id(), dtype);
   }
   // A per-row fp32 side output, such as a saved mean or rstd.
   template <class Q, Shape S>
@@ -282,14 +287,19 @@ class ProgramBuilder {
     static_assert(S == Shape::row_scalar,
                   "tilenorm: save() stores one value per row, so it takes a RowScalar (such as "
                   "mean(x)); write Tiles with output()");
-    program_.row_stats.push_back({std::move(name), value.id()});
+    write(std::move(name), Shape::row_scalar, value.id(), DType::f32);
   }
 
   ir::Program build() && { return std::move(program_); }
 
  private:
-  static std::int32_t slot(const std::vector<std::string>& names) {
-    return static_cast<std::int32_t>(names.size() - 1);
+  ir::NodeId read(std::string name, Shape shape, Grad grad, std::optional<DType> dtype) {
+    const auto slot = static_cast<std::int32_t>(program_.slots.size());
+    program_.slots.push_back({std::move(name), ir::Role::read, shape, dtype, 0, grad == Grad::yes});
+    return graph_->load(shape, slot);
+  }
+  void write(std::string name, Shape shape, ir::NodeId value, std::optional<DType> dtype) {
+    program_.slots.push_back({std::move(name), ir::Role::written, shape, dtype, value, false});
   }
   std::shared_ptr<ir::Graph> graph_;
   ir::Program program_;

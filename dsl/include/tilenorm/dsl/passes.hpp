@@ -1,21 +1,30 @@
 #pragma once
 // The lowering pipeline, one pass per file, always run in this order:
-//   verify -> simplify (constant folding) -> cse -> schedule_reductions
-// Setting TILENORM_DUMP_IR=1 prints the IR after each pass to stderr.
+//   verify -> simplify (constant folding) -> cse -> factor_reductions -> schedule_reductions
+// Autodiff (autodiff.hpp) runs before it and produces an ordinary program. Setting
+// TILENORM_DUMP_IR=1 prints the IR after each pass to stderr.
+#include <string>
 #include <vector>
 
 #include "tilenorm/dsl/ir.hpp"
 
 namespace tilenorm {
 
-// A program ready for code generation: its reductions grouped into phases. Every reduction
-// in phase k depends only on reductions of earlier phases, so one phase is one barrier.
+// A program ready for code generation.
 struct LoweredProgram {
   ir::Program program;
+  // Reductions along the row, grouped into phases. Every reduction in phase k depends only on
+  // reductions of earlier phases, so one phase is one barrier.
   std::vector<std::vector<ir::NodeId>> reduction_phases;
-  // Per node id: the latest reduction phase the node depends on (its own, for a reduction),
+  // Reductions across rows (column and scalar gradients). Each CTA accumulates its rows in
+  // fp32, writes one partial row to a workspace, and a finishing kernel sums the partials.
+  std::vector<ir::NodeId> cross_row_reductions;
+  // Per node id: the latest along-row phase the node depends on (its own, for a reduction),
   // or -1 when it depends on none. Code generation places row-scalar values with it.
   std::vector<int> phase_after;
+  // Per node id: whether the node depends on a cross-row reduction (then only the finishing
+  // kernel can compute it).
+  std::vector<bool> after_cross_row;
   std::string to_string() const;
 };
 
@@ -23,13 +32,17 @@ namespace passes {
 
 // Throws ProgramError naming the program and the problem when the program makes no sense.
 void verify(const ir::Program& program);
-// Folds constants and removes identities (x * 1, x + 0, -(-x), ...).
+// Folds constants (in fp32, as the device computes) and removes identities (x * 1, -(-x)).
 ir::Program simplify(const ir::Program& program);
 // Puts commutative operands in a canonical order and rebuilds the graph, so equal
 // subexpressions share one node and dead nodes are dropped.
 ir::Program cse(const ir::Program& program);
-// Pulls row-constant factors out of sums and means (sum(t * r) = r * sum(t),
-// sum(t + r) = sum(t) + N * r) and groups independent reductions into phases.
+// Pulls row-constant factors and terms out of sums and means (sum(t * r) = r * sum(t),
+// sum(t + r) = sum(t) + N * r), splits sums whose terms wait on different reductions, and
+// cancels centered sums (sum(t - mean(t)) = 0), so that reductions wait on as little as
+// possible.
+ir::Program factor_reductions(const ir::Program& program);
+// Groups independent reductions into phases.
 LoweredProgram schedule_reductions(const ir::Program& program);
 
 }  // namespace passes

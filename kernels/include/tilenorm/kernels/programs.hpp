@@ -21,7 +21,8 @@ struct BuiltinKernel {
 };
 
 // Every built-in program under its CLI name: layer_norm, layer_norm_no_bias,
-// layer_norm_no_affine, rms_norm, rms_norm_no_weight.
+// layer_norm_no_affine, rms_norm, rms_norm_no_weight, then the derived backward of each
+// (<name>_backward, reading the saved statistics) and <name>_backward_recompute.
 const std::vector<BuiltinKernel>& builtin_kernels();
 // Throws tilenorm::Error listing the valid names when `name` is unknown.
 const ir::Program& builtin_program(std::string_view name);

@@ -5,11 +5,14 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <initializer_list>
 #include <memory>
 #include <optional>
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "tilenorm/dsl/codegen.hpp"
 #include "tilenorm/dsl/passes.hpp"
@@ -23,14 +26,14 @@ namespace tilenorm {
 // A CUDA stream (CUstream, or cudaStream_t: the same type). nullptr is the legacy default stream.
 using Stream = CUstream_st*;
 
-// Arguments in the order the program declared them.
-struct KernelArgs {
-  std::span<const TensorView> row_inputs;
-  std::span<const TensorView> row_outputs;
-  std::span<const ColumnView> columns;
-  std::span<const RowStatView> row_stats;
-  std::span<const float> scalars;
-};
+// Launch arguments: one per program slot, in the order the program declared its slots.
+using KernelArgs = std::span<const Arg>;
+
+// Arguments for `program`'s slots, picked by name from `named` and put in slot order. Names
+// the program does not have are ignored (so one list can serve a program's variants); a slot
+// with no argument is an error that names it.
+using NamedArg = std::pair<std::string_view, Arg>;
+std::vector<Arg> bind_args(const ir::Program& program, std::initializer_list<NamedArg> named);
 
 // Where a launch's configuration came from.
 enum class ConfigSource { tuned_exact, tuned_nearest_m, heuristic, explicit_config };
@@ -55,12 +58,21 @@ class Norm {
   const std::string& program_hash() const;
 
   // Validates every argument (throws tilenorm::Error naming the bad one; nothing is launched
-  // then), and launches. rows == 0 is a no-op.
-  void launch(const KernelArgs& args, Stream stream) const;
+  // then), and launches. rows == 0 is a no-op. Programs with reductions across rows (column
+  // and scalar gradients) need a workspace of workspace_bytes() and launch two kernels.
+  void launch(KernelArgs args, Stream stream, Workspace workspace = {}) const;
+  void launch(std::initializer_list<Arg> args, Stream stream, Workspace workspace = {}) const {
+    launch(KernelArgs(args.begin(), args.size()), stream, workspace);
+  }
   // The same with a configuration chosen by the caller (the autotuner uses this).
-  void launch(const KernelArgs& args, Stream stream, const KernelConfig& config) const;
+  void launch(KernelArgs args, Stream stream, const KernelConfig& config,
+              Workspace workspace = {}) const;
+  // The workspace a launch with these arguments needs (0 for most forward programs). Loads
+  // the kernel (to size its persistent grid), so it needs a GPU.
+  std::size_t workspace_bytes(KernelArgs args) const;
+  std::size_t workspace_bytes(KernelArgs args, const KernelConfig& config) const;
   // The configuration launch() would use for these arguments, and where it came from.
-  ResolvedConfig resolve(const KernelArgs& args) const;
+  ResolvedConfig resolve(KernelArgs args) const;
   // The tuning-database key for a launch of this program on this runtime's device.
   TuningKey tuning_key(DType io_dtype, DType param_dtype, std::int64_t n, std::int64_t rows) const;
   const LoweredProgram& lowered() const;

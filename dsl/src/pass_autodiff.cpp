@@ -1,0 +1,239 @@
+#include <functional>
+#include <optional>
+#include <unordered_map>
+
+#include "tilenorm/dsl/autodiff.hpp"
+#include "tilenorm/dsl/error.hpp"
+#include "tilenorm/dsl/ops.hpp"
+#include "tilenorm/dsl/passes.hpp"
+
+namespace tilenorm {
+namespace {
+
+using ir::Axis;
+using ir::Node;
+using ir::NodeId;
+using ir::Op;
+using ir::Role;
+using ir::Shape;
+
+// Sums `value` over the axes along which it varies and `target` does not: along the row
+// first, so that a scalar's gradient is a row reduction (in the main kernel) and then a sum
+// across rows (in the finishing kernel).
+NodeId reduce_to(ir::Graph& g, NodeId value, Shape target) {
+  if (ir::varies_along_row(g.node(value).shape) && !ir::varies_along_row(target))
+    value = g.reduce(Op::reduce_sum, value, Axis::along_row);
+  if (ir::varies_across_rows(g.node(value).shape) && !ir::varies_across_rows(target))
+    value = g.reduce(Op::reduce_sum, value, Axis::across_rows);
+  return value;
+}
+
+class Adjoints : public ir::GradientBuilder {
+ public:
+  Adjoints(ir::Graph& g, std::size_t forward_nodes) : g_(g), adjoint_(forward_nodes) {}
+
+  ir::Graph& graph() override { return g_; }
+  void add(int arg, NodeId contribution) override {
+    const NodeId target = current_args_[arg];
+    if (!needs_[target]) return;
+    accumulate(target, contribution);
+  }
+  void accumulate(NodeId forward_id, NodeId contribution) {
+    auto& slot = adjoint_[forward_id];
+    slot = slot ? g_.binary(Op::add, *slot, contribution) : contribution;
+  }
+  std::optional<NodeId> adjoint(NodeId forward_id) const { return adjoint_[forward_id]; }
+  void set_current(const Node& forward_node) {
+    for (int i = 0; i < 3; ++i) current_args_[i] = forward_node.args[i];
+  }
+  std::vector<bool> needs_;
+
+ private:
+  ir::Graph& g_;
+  std::vector<std::optional<NodeId>> adjoint_;
+  std::array<NodeId, 3> current_args_{};
+};
+
+// Rebuilds `p` through `replace` (old id -> new id, or nothing to copy the node), dropping dead
+// nodes.
+ir::Program rebuild_replacing(const ir::Program& p,
+                              const std::function<std::optional<NodeId>(NodeId, ir::Graph&)>& replace) {
+  auto graph = std::make_shared<ir::Graph>();
+  std::unordered_map<NodeId, NodeId> mapped;
+  for (NodeId id : p.reachable_nodes()) {
+    if (auto r = replace(id, *graph)) {
+      mapped[id] = *r;
+      continue;
+    }
+    Node node = p.graph->node(id);
+    for (int i = 0; i < node.arity; ++i) node.args[i] = mapped.at(node.args[i]);
+    mapped[id] = graph->intern(node);
+  }
+  ir::Program result = p;
+  result.graph = graph;
+  for (ir::Slot& slot : result.slots) {
+    if (slot.role == Role::written) slot.value = mapped.at(slot.value);
+  }
+  return result;
+}
+
+// Drops read slots nothing reads, renumbering the loads of the others.
+ir::Program drop_unused_reads(const ir::Program& p) {
+  std::vector<bool> used(p.slots.size(), false);
+  for (NodeId id : p.reachable_nodes()) {
+    const Node& n = p.graph->node(id);
+    if (n.op == Op::load) used[n.index] = true;
+  }
+  std::vector<std::int32_t> renumbered(p.slots.size(), -1);
+  ir::Program kept = p;
+  kept.slots.clear();
+  for (std::size_t i = 0; i < p.slots.size(); ++i) {
+    if (p.slots[i].role == Role::read && !used[i]) continue;
+    renumbered[i] = static_cast<std::int32_t>(kept.slots.size());
+    kept.slots.push_back(p.slots[i]);
+  }
+  return rebuild_replacing(kept, [&](NodeId id, ir::Graph& g) -> std::optional<NodeId> {
+    const Node& n = p.graph->node(id);
+    if (n.op != Op::load) return std::nullopt;
+    return g.load(n.shape, renumbered[n.index]);
+  });
+}
+
+}  // namespace
+
+std::string_view statistics_mode_name(StatisticsMode mode) {
+  switch (mode) {
+    case StatisticsMode::saved:
+      return "saved";
+    case StatisticsMode::recompute:
+      return "recompute";
+  }
+  return "?";
+}
+
+std::string gradient_name(const std::string& name) {
+  return "d" + name;
+}
+
+ir::Program backward(const ir::Program& forward_in, const BackwardOptions& options) {
+  passes::verify(forward_in);
+  const ir::Program fwd = passes::cse(passes::simplify(forward_in));
+  const ir::Graph& fg = *fwd.graph;
+  const bool saved = options.mode == StatisticsMode::saved;
+
+  ir::Program bwd;
+  bwd.name = fwd.name + (saved ? "_backward" : "_backward_recompute");
+  bwd.graph = std::make_shared<ir::Graph>();
+  ir::Graph& g = *bwd.graph;
+
+  // Slots: the forward's reads, the incoming gradients, the saved statistics (saved mode),
+  // then the gradients.
+  std::vector<std::int32_t> read_slot(fwd.slots.size(), -1);
+  auto push = [&bwd](ir::Slot slot) {
+    bwd.slots.push_back(std::move(slot));
+    return static_cast<std::int32_t>(bwd.slots.size() - 1);
+  };
+  bool any_gradient = false;
+  for (std::size_t i = 0; i < fwd.slots.size(); ++i) {
+    const ir::Slot& s = fwd.slots[i];
+    if (s.role != Role::read) continue;
+    any_gradient = any_gradient || s.needs_grad;
+    read_slot[i] = push({s.name, Role::read, s.shape, s.dtype, 0, false});
+  }
+  if (!any_gradient) {
+    throw ProgramError("program '" + fwd.name +
+                       "': no slot needs a gradient (mark inputs, columns or scalars Grad::yes)");
+  }
+  std::vector<std::int32_t> incoming(fwd.slots.size(), -1), saved_stat(fwd.slots.size(), -1);
+  for (std::size_t i = 0; i < fwd.slots.size(); ++i) {
+    const ir::Slot& s = fwd.slots[i];
+    if (s.role == Role::written && s.shape == Shape::tile)
+      incoming[i] = push({gradient_name(s.name), Role::read, Shape::tile, s.dtype, 0, false});
+  }
+  for (std::size_t i = 0; saved && i < fwd.slots.size(); ++i) {
+    const ir::Slot& s = fwd.slots[i];
+    if (s.role == Role::written && s.shape == Shape::row_scalar)
+      saved_stat[i] = push({s.name, Role::read, Shape::row_scalar, DType::f32, 0, false});
+  }
+
+  // The forward's values, in the new graph (recomputed unless replaced below).
+  const std::vector<NodeId> order = fwd.reachable_nodes();
+  std::vector<NodeId> value(fg.size(), 0);
+  Adjoints adjoints(g, fg.size());
+  adjoints.needs_.assign(fg.size(), false);
+  std::vector<NodeId> load_of_slot(fwd.slots.size(), 0);
+  std::vector<bool> slot_loaded(fwd.slots.size(), false);
+  for (NodeId id : order) {
+    Node node = fg.node(id);
+    for (int i = 0; i < node.arity; ++i) node.args[i] = value[node.args[i]];
+    if (node.op == Op::load) {
+      adjoints.needs_[id] = fwd.slots[node.index].needs_grad;
+      load_of_slot[node.index] = id;
+      slot_loaded[node.index] = true;
+      node.index = read_slot[node.index];
+    }
+    for (int i = 0; i < fg.node(id).arity; ++i)
+      adjoints.needs_[id] = adjoints.needs_[id] || adjoints.needs_[fg.node(id).args[i]];
+    value[id] = g.intern(node);
+  }
+
+  // Seed: each row output's adjoint is its incoming gradient.
+  for (std::size_t i = 0; i < fwd.slots.size(); ++i) {
+    if (incoming[i] < 0 || !adjoints.needs_[fwd.slots[i].value]) continue;
+    adjoints.accumulate(fwd.slots[i].value, g.load(Shape::tile, incoming[i]));
+  }
+  // Reverse topological order.
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    const NodeId id = *it;
+    const Node& fnode = fg.node(id);
+    const auto adjoint = adjoints.adjoint(id);
+    if (!adjoint || fnode.arity == 0) continue;
+    const ir::OpInfo& info = ir::op_info(fnode.op);
+    if (!info.gradient) {
+      throw ProgramError("program '" + fwd.name + "': operation '" + std::string(info.name) +
+                         "' has no derivative rule, and a gradient flows through it");
+    }
+    Node node = fnode;
+    for (int i = 0; i < node.arity; ++i) node.args[i] = value[node.args[i]];
+    const NodeId incoming_adjoint =
+        ir::is_reduction(fnode.op) ? reduce_to(g, *adjoint, fnode.shape) : *adjoint;
+    adjoints.set_current(fnode);
+    info.gradient(adjoints, node, value[id], incoming_adjoint);
+  }
+
+  // The gradients.
+  for (std::size_t i = 0; i < fwd.slots.size(); ++i) {
+    const ir::Slot& s = fwd.slots[i];
+    if (s.role != Role::read || !s.needs_grad) continue;
+    std::optional<NodeId> adjoint;
+    if (slot_loaded[i]) adjoint = adjoints.adjoint(load_of_slot[i]);
+    const NodeId gradient = adjoint ? reduce_to(g, *adjoint, s.shape) : g.constant(0.0);
+    const bool fp32_only = s.shape == Shape::row_scalar || s.shape == Shape::scalar;
+    push({gradient_name(s.name), Role::written, s.shape, fp32_only ? std::optional(DType::f32) : s.dtype,
+          gradient, false});
+  }
+
+  // Factor the reductions while the statistics are still expressions (so that a centered sum
+  // is seen to vanish), then read the saved statistics back in their place.
+  const std::size_t real_slots = bwd.slots.size();
+  for (std::size_t i = 0; i < fwd.slots.size(); ++i) {
+    if (saved_stat[i] >= 0)
+      push({"tn_statistic_" + std::to_string(i), Role::written, Shape::row_scalar, DType::f32,
+            value[fwd.slots[i].value], false});
+  }
+  ir::Program factored = passes::cse(passes::factor_reductions(bwd));
+  std::unordered_map<NodeId, std::int32_t> statistic_at;
+  for (std::size_t k = real_slots, i = 0; i < fwd.slots.size(); ++i) {
+    if (saved_stat[i] >= 0) statistic_at.emplace(factored.slots[k++].value, saved_stat[i]);
+  }
+  factored.slots.resize(real_slots);
+  ir::Program result =
+      rebuild_replacing(factored, [&](NodeId id, ir::Graph& graph) -> std::optional<NodeId> {
+        if (auto it = statistic_at.find(id); it != statistic_at.end())
+          return graph.load(Shape::row_scalar, it->second);
+        return std::nullopt;
+      });
+  return passes::cse(passes::simplify(drop_unused_reads(result)));
+}
+
+}  // namespace tilenorm
