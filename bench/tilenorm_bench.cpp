@@ -20,6 +20,7 @@
 #include "tilenorm/runtime/check.hpp"
 #include "tilenorm/runtime/driver.hpp"
 #include "tilenorm/runtime/runtime.hpp"
+#include "tilenorm/runtime/stats.hpp"
 #include "tilenorm/runtime/timing.hpp"
 #include "tilenorm/runtime/tuning_db.hpp"
 
@@ -144,13 +145,6 @@ Options parse_options(const std::vector<std::string>& args, bool& help) {
     }
   }
   return options;
-}
-
-// The median of the samples (the mean of the middle two for an even count).
-double median(std::vector<double> samples) {
-  std::sort(samples.begin(), samples.end());
-  const std::size_t middle = samples.size() / 2;
-  return samples.size() % 2 ? samples[middle] : (samples[middle - 1] + samples[middle]) / 2;
 }
 
 double terabytes_per_second(double bytes, double microseconds) {
@@ -298,7 +292,7 @@ class OpBench {
       for (int r = 0; r < options_.repeats; ++r) {
         samples.push_back(1e3 * driver::Event::elapsed_ms(starts[r], ends[r]));
       }
-      result.median_us = median(samples);
+      result.median_us = tilenorm::median(samples);
       result.min_us = *std::min_element(samples.begin(), samples.end());
       result.tbps = terabytes_per_second(result.bytes, result.median_us);
     } catch (const tilenorm::Error& e) {

@@ -7,12 +7,13 @@
 
 #include <cerrno>
 #include <ctime>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <system_error>
-#include <utility>
 
 #include "tilenorm/dsl/error.hpp"
+#include "tilenorm/runtime/fileio.hpp"
 #include "tilenorm/runtime/log.hpp"
 
 namespace tilenorm {
@@ -23,7 +24,7 @@ using nlohmann::json;
 
 [[noreturn]] void throw_io_error(std::string_view action, const fs::path& path, int error_number) {
   throw Error("cannot " + std::string(action) + " " + path.string() + ": " +
-              std::generic_category().message(error_number));
+              system_error_text(error_number));
 }
 
 fs::path with_suffix(const fs::path& file, std::string_view suffix) {
@@ -36,56 +37,45 @@ fs::path directory_of(const fs::path& file) {
   return file.has_parent_path() ? file.parent_path() : fs::path(".");
 }
 
-class FileDescriptor {
+// An exclusive flock on "<db>.lock", held while the database is read, changed and replaced.
+// The lock file is removed when the lock is released, so no lock file stays behind, neither after
+// a success nor after a failure. That is safe because a process that gets the lock checks that
+// its descriptor is still the file at that path; if the holder removed it meanwhile, it opens the
+// new one and locks again.
+class DatabaseLock {
  public:
-  explicit FileDescriptor(int descriptor) : descriptor_(descriptor) {}
-  FileDescriptor(FileDescriptor&& other) noexcept
-      : descriptor_(std::exchange(other.descriptor_, -1)) {}
-  FileDescriptor& operator=(FileDescriptor&&) = delete;
-  ~FileDescriptor() {
-    if (descriptor_ >= 0) ::close(descriptor_);
+  explicit DatabaseLock(const fs::path& db) : path_(with_suffix(db, ".lock")) {
+    for (;;) {
+      FileDescriptor lock(::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
+      if (!lock.valid()) throw_io_error("open lock file", path_, errno);
+      while (::flock(lock.get(), LOCK_EX) != 0) {
+        if (errno != EINTR) throw_io_error("lock", path_, errno);
+      }
+      struct stat locked {};
+      struct stat current {};
+      if (::fstat(lock.get(), &locked) != 0) throw_io_error("lock", path_, errno);
+      if (::stat(path_.c_str(), &current) == 0 && current.st_dev == locked.st_dev &&
+          current.st_ino == locked.st_ino) {
+        descriptor_ = std::move(lock);
+        return;
+      }
+      // The previous holder removed this lock file after we opened it: try the new one.
+    }
   }
-  int get() const { return descriptor_; }
-
-  // Closes now; returns false with errno set when the close reports a failed write.
-  bool close() { return ::close(std::exchange(descriptor_, -1)) == 0; }
-
- private:
-  int descriptor_;
-};
-
-// Unlinks the temporary file unless it was renamed into place.
-class TemporaryFile {
- public:
-  explicit TemporaryFile(fs::path path) : path_(std::move(path)) {}
-  TemporaryFile(const TemporaryFile&) = delete;
-  TemporaryFile& operator=(const TemporaryFile&) = delete;
-  ~TemporaryFile() {
-    if (!renamed_) ::unlink(path_.c_str());
-  }
-  const fs::path& path() const { return path_; }
-  void mark_renamed() { renamed_ = true; }
+  DatabaseLock(const DatabaseLock&) = delete;
+  DatabaseLock& operator=(const DatabaseLock&) = delete;
+  ~DatabaseLock() { ::unlink(path_.c_str()); }  // before the descriptor closes and unlocks
 
  private:
   fs::path path_;
-  bool renamed_ = false;
+  FileDescriptor descriptor_;
 };
 
-// Creates the directory and "<db>.lock" if needed, and holds an exclusive flock on the lock file
-// until the returned descriptor is destroyed. The lock file is never deleted: deleting it would
-// let two processes lock two different files of the same name.
-FileDescriptor lock_database(const fs::path& db) {
+void create_directory_of(const fs::path& db) {
   const fs::path directory = directory_of(db);
   std::error_code error;
   fs::create_directories(directory, error);
   if (error) throw Error("cannot create directory " + directory.string() + ": " + error.message());
-  const fs::path lock_path = with_suffix(db, ".lock");
-  FileDescriptor lock(::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
-  if (lock.get() < 0) throw_io_error("open lock file", lock_path, errno);
-  while (::flock(lock.get(), LOCK_EX) != 0) {
-    if (errno != EINTR) throw_io_error("lock", lock_path, errno);
-  }
-  return lock;
 }
 
 // "<db>.corrupt-YYYYMMDDTHHMMSSZ", with "-1", "-2", ... appended if that name is taken.
@@ -109,26 +99,37 @@ fs::path unused_corrupt_path(const fs::path& db) {
 struct CurrentDatabase {
   bool existed = false;
   TuningDatabase database;
+  std::optional<std::string> damage;  // what is wrong with the file, if anything
+  std::size_t valid_entries = 0;      // in the file as read
 };
 
-// Reads the database under the lock. A damaged file is moved aside rather than overwritten, with
-// a warning, and only its valid entries come back.
-CurrentDatabase take_current_database(const fs::path& db) {
+// Reads the database under the lock: its valid entries, and what is wrong with it, if anything.
+CurrentDatabase read_current_database(const fs::path& db) {
   TuningFileContents contents = read_tuning_file(db);
-  if (!contents.problems.empty()) {
-    const fs::path aside = unused_corrupt_path(db);
-    if (::rename(db.c_str(), aside.c_str()) != 0) {
-      throw Error("cannot move damaged tuning database " + db.string() + " to " + aside.string() +
-                  ": " + std::generic_category().message(errno));
-    }
-    warn("tuning database " + db.string() + " is damaged (" + contents.problem_summary() +
-         "); moved it to " + aside.string() + " and kept its " +
-         std::to_string(contents.entries.size()) + " valid entries");
-  }
   CurrentDatabase current;
   current.existed = contents.exists;
+  if (!contents.problems.empty()) current.damage = contents.problem_summary();
+  current.valid_entries = contents.entries.size();
   for (auto& entry : contents.entries) current.database.insert(std::move(entry));
   return current;
+}
+
+// Keeps a damaged file under "<db>.corrupt-..." before it is replaced, with a warning: a hard
+// link (the file stays at `db` until the rename replaces it), else a copy.
+void keep_damaged_file(const fs::path& db, const CurrentDatabase& current) {
+  if (!current.damage) return;
+  const fs::path aside = unused_corrupt_path(db);
+  if (::link(db.c_str(), aside.c_str()) != 0) {
+    std::error_code error;
+    fs::copy_file(db, aside, error);
+    if (error) {
+      throw Error("cannot keep damaged tuning database " + db.string() + " as " + aside.string() +
+                  ": " + error.message() + "; the file is unchanged");
+    }
+  }
+  warn("tuning database " + db.string() + " is damaged (" + *current.damage + "); kept it as " +
+       aside.string() + " and kept its " + std::to_string(current.valid_entries) +
+       " valid entries");
 }
 
 // One entry per line keeps the file readable, greppable and friendly to diffs.
@@ -143,46 +144,35 @@ std::string database_text(const std::vector<TuningEntry>& entries) {
   return text;
 }
 
-void write_all(int descriptor, std::string_view text, const fs::path& path) {
-  while (!text.empty()) {
-    const ssize_t written = ::write(descriptor, text.data(), text.size());
-    if (written < 0 && errno == EINTR) continue;
-    if (written < 0) throw_io_error("write", path, errno);
-    text.remove_prefix(static_cast<std::size_t>(written));
+// The writer refuses what a reader would reject, so that it never writes a file whose entries
+// readers then drop: the text is checked with the reader itself, with all of its limits.
+void check_readable(const fs::path& db, const std::string& text, std::size_t entries) {
+  const std::string refusal = "refusing to write tuning database " + db.string() + " with " +
+                              std::to_string(entries) + " entries: ";
+  const std::string unchanged = "; the file is unchanged";
+  if (text.size() > kMaxTuningDbBytes) {
+    throw Error(refusal + "it would be " + std::to_string(text.size()) + " bytes, more than the " +
+                std::to_string(kMaxTuningDbBytes >> 20) + " MiB that readers accept" + unchanged);
+  }
+  const TuningFileContents reread = parse_tuning_database(text);
+  if (!reread.problems.empty() || reread.entries.size() != entries) {
+    throw Error(refusal + "readers would reject it (" + reread.problem_summary() + ")" + unchanged);
   }
 }
 
-// Readers see either the old file or the complete new one, never a partial write, even after a
-// crash (the data is synced before the rename). The directory is not synced: a crash may at worst
-// bring back the previous version of the database, which only costs re-tuning.
-void replace_file_atomically(const fs::path& db, std::string_view text) {
-  const fs::path directory = directory_of(db);
-  std::string name_template = (directory / (db.filename().string() + ".tmp-XXXXXX")).string();
-  FileDescriptor file(::mkostemp(name_template.data(), O_CLOEXEC));
-  if (file.get() < 0) throw_io_error("create a temporary file in", directory, errno);
-  TemporaryFile temporary(name_template);
-
-  // mkostemp creates the file 0600; keep the mode of the file being replaced, or the usual 0644.
-  struct stat existing {};
-  const mode_t mode = ::stat(db.c_str(), &existing) == 0 ? (existing.st_mode & 07777) : 0644;
-  if (::fchmod(file.get(), mode) != 0) throw_io_error("set the mode of", temporary.path(), errno);
-  write_all(file.get(), text, temporary.path());
-  if (::fsync(file.get()) != 0) throw_io_error("sync", temporary.path(), errno);
-  if (!file.close()) throw_io_error("write", temporary.path(), errno);
-  if (::rename(temporary.path().c_str(), db.c_str()) != 0) {
-    throw Error("cannot rename " + temporary.path().string() + " to " + db.string() + ": " +
-                std::generic_category().message(errno));
-  }
-  temporary.mark_renamed();
-}
-
-// Holds the lock across read, change and rename so that concurrent writers serialize.
+// Holds the lock across read, change and rename so that concurrent writers serialize. A link
+// is followed: the file it points to is replaced, in that file's directory, and the link stays.
 template <typename Change>
-void rewrite_locked(const fs::path& db, Change change) {
-  const FileDescriptor lock = lock_database(db);
-  CurrentDatabase current = take_current_database(db);
+void rewrite_locked(const fs::path& requested, Change change) {
+  const fs::path db = resolve_symlinks(requested);
+  create_directory_of(db);
+  const DatabaseLock lock(db);
+  CurrentDatabase current = read_current_database(db);
   change(current);
-  replace_file_atomically(db, database_text(current.database.entries()));
+  const std::string text = database_text(current.database.entries());
+  check_readable(db, text, current.database.entries().size());
+  keep_damaged_file(db, current);
+  write_file_atomically(db, text);
 }
 
 // Rejects an entry that the reader would skip, or that cannot be printed as JSON (invalid UTF-8),
@@ -217,8 +207,10 @@ MergeSummary merge_databases(const std::vector<fs::path>& inputs, const fs::path
     TuningFileContents contents = read_tuning_file(input);
     if (!contents.exists) throw Error("merge input " + input.string() + " does not exist");
     if (contents.whole_file_rejected) {
-      warn("ignoring merge input " + input.string() + ": " + contents.problem_summary());
-    } else if (!contents.problems.empty()) {
+      throw Error("merge input " + input.string() + " is not a usable tuning database (" +
+                  contents.problem_summary() + "); nothing was merged");
+    }
+    if (!contents.problems.empty()) {
       warn("merge input " + input.string() + " has " + std::to_string(contents.problems.size()) +
            " problem(s), using its " + std::to_string(contents.entries.size()) +
            " valid entries: " + contents.problem_summary());

@@ -1,20 +1,14 @@
 #include "tilenorm/runtime/disk_cache.hpp"
 
-#include <unistd.h>
-
 #include <algorithm>
-#include <atomic>
-#include <cerrno>
 #include <cstdint>
-#include <cstdlib>
-#include <cstring>
-#include <fstream>
-#include <iterator>
 #include <memory>
 #include <mutex>
 #include <unordered_map>
 #include <utility>
 
+#include "tilenorm/runtime/env.hpp"
+#include "tilenorm/runtime/fileio.hpp"
 #include "tilenorm/runtime/log.hpp"
 #include "tilenorm/runtime/sha256.hpp"
 
@@ -34,6 +28,8 @@ constexpr std::uint32_t kFormatVersion = 1;
 constexpr std::size_t kChecksumChars = 64;
 constexpr std::size_t kHeaderBytes = kMagic.size() + 4 + 8 + kChecksumChars;
 constexpr std::string_view kEntrySuffix = ".cubin-entry";
+// Far above any real CUBIN; a larger file is not read (a hostile or runaway file).
+constexpr std::uintmax_t kMaxEntryBytes = std::uintmax_t{256} << 20;
 
 void append_unsigned(std::string& out, std::uint64_t value, int bytes) {
   for (int i = 0; i < bytes; ++i) out += static_cast<char>((value >> (8 * i)) & 0xff);
@@ -164,12 +160,6 @@ void validate_key(const std::string& key) {
   }
 }
 
-// A name no other writer (thread or process) uses at the same time.
-std::string unique_temporary_suffix() {
-  static std::atomic<std::uint64_t> counter{0};
-  return ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(counter++);
-}
-
 // Serializes compile_cached calls for one key within the process, so that threads asking for
 // the same kernel at once wait for the first compile instead of repeating it.
 class KeyLocks {
@@ -204,8 +194,7 @@ class KeyLocks {
 };
 
 bool disk_cache_disabled() {
-  const char* value = std::getenv("TILENORM_DISABLE_DISK_CACHE");
-  return value && std::string_view(value) == "1";
+  return env_flag("TILENORM_DISABLE_DISK_CACHE");
 }
 
 const std::string& cached_nvrtc_version() {
@@ -233,19 +222,20 @@ std::filesystem::path DiskCache::entry_path(const std::string& key) const {
 
 std::optional<CompiledKernel> DiskCache::load(const std::string& key) const {
   fs::path path = entry_path(key);
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    int error = errno;
-    std::error_code ignored;
-    if (fs::exists(path, ignored)) {
-      warn("cannot read disk cache entry " + path.string() + " (" + std::strerror(error) +
-           "); the kernel will be recompiled");
-    }
+  FileContents entry;
+  try {
+    entry = read_regular_file(path, kMaxEntryBytes, "disk cache entry");
+  } catch (const Error& error) {
+    warn(std::string(error.what()) + "; the kernel will be recompiled");
     return std::nullopt;
   }
-  std::string entry((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (!entry.exists) return std::nullopt;
   try {
-    return parse_entry(entry, key);
+    if (entry.too_large) {
+      throw MalformedEntry("it is " + std::to_string(entry.size) + " bytes, more than the " +
+                           std::to_string(kMaxEntryBytes >> 20) + " MiB a kernel can take");
+    }
+    return parse_entry(entry.bytes, key);
   } catch (const MalformedEntry& problem) {
     warn("ignoring disk cache entry " + path.string() + ": " + problem.what() +
          "; the kernel will be recompiled");
@@ -263,30 +253,10 @@ void DiskCache::store(const std::string& key, const CompiledKernel& kernel) cons
          "); the compiled kernel is not cached");
     return;
   }
-  fs::path temporary = path;
-  temporary += unique_temporary_suffix();
-  {
-    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
-    if (!out) {
-      warn("cannot write the disk cache entry " + temporary.string() + " (" + std::strerror(errno) +
-           "); the compiled kernel is not cached");
-      return;
-    }
-    out.write(entry.data(), static_cast<std::streamsize>(entry.size()));
-    out.close();
-    if (!out) {
-      warn("cannot write the disk cache entry " + temporary.string() +
-           "; the compiled kernel is not cached");
-      fs::remove(temporary, error);
-      return;
-    }
-  }
-  // rename() replaces an existing entry atomically, so readers see the old or the new file.
-  fs::rename(temporary, path, error);
-  if (error) {
-    warn("cannot move the disk cache entry into place at " + path.string() + " (" +
-         error.message() + "); the compiled kernel is not cached");
-    fs::remove(temporary, error);
+  try {
+    write_file_atomically(path, entry);
+  } catch (const Error& failure) {
+    warn(std::string("disk cache: ") + failure.what() + "; the compiled kernel is not cached");
   }
 }
 

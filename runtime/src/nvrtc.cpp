@@ -1,12 +1,15 @@
 #include "tilenorm/runtime/nvrtc.hpp"
 
+#include <dlfcn.h>
 #include <nvrtc.h>
 
 #include <algorithm>
 #include <cctype>
 #include <charconv>
 #include <cstdio>
+#include <filesystem>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <sstream>
 

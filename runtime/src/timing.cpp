@@ -1,9 +1,10 @@
 #include "tilenorm/runtime/timing.hpp"
 
-#include <algorithm>
+#include <utility>
 #include <vector>
 
 #include "tilenorm/runtime/driver.hpp"
+#include "tilenorm/runtime/stats.hpp"
 
 namespace tilenorm {
 
@@ -21,8 +22,7 @@ double median_time_us(const std::function<void(int iteration)>& launch, CUstream
     ends[i].synchronize();
     times.push_back(1000.0 * driver::Event::elapsed_ms(starts[i], ends[i]));
   }
-  std::nth_element(times.begin(), times.begin() + times.size() / 2, times.end());
-  return times[times.size() / 2];
+  return median(std::move(times));
 }
 
 double measure_copy_ceiling_tbps(std::size_t bytes) {

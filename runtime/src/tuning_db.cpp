@@ -1,20 +1,17 @@
 #include "tilenorm/runtime/tuning_db.hpp"
 
-#include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <bit>
-#include <cerrno>
 #include <cmath>
-#include <cstdlib>
 #include <ctime>
 #include <functional>
 #include <limits>
-#include <system_error>
 
 #include "tilenorm/dsl/error.hpp"
+#include "tilenorm/runtime/env.hpp"
+#include "tilenorm/runtime/fileio.hpp"
 #include "tilenorm/runtime/log.hpp"
 #include "tilenorm/runtime/paths.hpp"
 
@@ -24,7 +21,6 @@ namespace {
 using nlohmann::json;
 
 // Limits that keep a hostile file from exhausting memory or the stack, far above real use.
-constexpr std::uintmax_t kMaxFileBytes = 64u << 20;
 constexpr std::size_t kMaxJsonValues = 8'000'000;
 constexpr std::size_t kMaxDocumentDepth = 20;  // containers; deeper ones are cut off while parsing
 constexpr int kMaxConfigDepth = 16;
@@ -321,64 +317,21 @@ std::string describe_key(const TuningKey& key) {
          ", n=" + std::to_string(key.n) + ", m_bucket=" + std::to_string(key.m_bucket);
 }
 
-const char* non_empty_env(const char* name) {
-  const char* value = std::getenv(name);
-  return value && *value ? value : nullptr;
-}
-
-std::string io_error_text(int error_number) {
-  return std::generic_category().message(error_number);
-}
-
-class ReadOnlyFile {
- public:
-  explicit ReadOnlyFile(int descriptor) : descriptor_(descriptor) {}
-  ReadOnlyFile(const ReadOnlyFile&) = delete;
-  ReadOnlyFile& operator=(const ReadOnlyFile&) = delete;
-  ~ReadOnlyFile() { ::close(descriptor_); }
-  int get() const { return descriptor_; }
-
- private:
-  int descriptor_;
-};
-
-// The file's bytes; nullopt when it does not exist. A file over kMaxFileBytes is reported in
-// `contents` and not read.
+// The file's bytes; nullopt when it does not exist. A file over kMaxTuningDbBytes is reported
+// in `contents` and not read.
 std::optional<std::string> read_file_text(const std::filesystem::path& file,
                                           TuningFileContents& contents) {
-  const auto fail = [&](int error_number) -> Error {
-    return Error("cannot read tuning database " + file.string() + ": " +
-                 io_error_text(error_number));
-  };
-  const int descriptor = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
-  if (descriptor < 0) {
-    if (errno == ENOENT) return std::nullopt;
-    throw fail(errno);
-  }
-  ReadOnlyFile opened(descriptor);
-  struct stat status {};
-  if (::fstat(opened.get(), &status) != 0) throw fail(errno);
-  if (!S_ISREG(status.st_mode)) {
-    throw Error("cannot read tuning database " + file.string() + ": not a regular file");
-  }
+  FileContents read = read_regular_file(file, kMaxTuningDbBytes, "tuning database");
+  if (!read.exists) return std::nullopt;
   contents.exists = true;
-  const auto size = static_cast<std::uintmax_t>(status.st_size);
-  if (size > kMaxFileBytes) {
-    contents.problems.push_back("the file is " + std::to_string(size) + " bytes, more than the " +
-                                std::to_string(kMaxFileBytes >> 20) + " MiB limit");
+  if (read.too_large) {
+    contents.problems.push_back("the file is " + std::to_string(read.size) +
+                                " bytes, more than the " + std::to_string(kMaxTuningDbBytes >> 20) +
+                                " MiB limit");
     contents.whole_file_rejected = true;
     return std::string();
   }
-  std::string text;
-  char buffer[1 << 16];
-  while (text.size() <= kMaxFileBytes) {
-    const ssize_t got = ::read(opened.get(), buffer, sizeof buffer);
-    if (got < 0 && errno == EINTR) continue;
-    if (got < 0) throw fail(errno);
-    if (got == 0) break;
-    text.append(buffer, static_cast<std::size_t>(got));
-  }
-  return text;
+  return std::move(read.bytes);
 }
 
 // The top-level object, or a description of why the document is not a tuning database.
@@ -401,7 +354,7 @@ std::optional<std::string> document_problem(const json& document) {
   return std::nullopt;
 }
 
-void parse_document(const std::string& text, TuningFileContents& contents) {
+void parse_document(std::string_view text, TuningFileContents& contents) {
   const auto reject = [&](std::string problem) {
     contents.problems.push_back(std::move(problem));
     contents.whole_file_rejected = true;
@@ -553,6 +506,20 @@ std::string TuningFileContents::problem_summary() const {
   return summary;
 }
 
+TuningFileContents parse_tuning_database(std::string_view text) {
+  TuningFileContents contents;
+  contents.exists = true;
+  if (text.size() > kMaxTuningDbBytes) {
+    contents.problems.push_back("the text is " + std::to_string(text.size()) +
+                                " bytes, more than the " + std::to_string(kMaxTuningDbBytes >> 20) +
+                                " MiB limit");
+    contents.whole_file_rejected = true;
+    return contents;
+  }
+  parse_document(text, contents);
+  return contents;
+}
+
 TuningFileContents read_tuning_file(const std::filesystem::path& file) {
   TuningFileContents contents;
   auto text = read_file_text(file, contents);
@@ -657,15 +624,15 @@ TuningLookup TuningDatabaseStack::lookup(const TuningKey& key) const {
 }
 
 std::filesystem::path default_tuning_db_path() {
-  if (const char* path = non_empty_env("TILENORM_TUNING_DB")) return path;
+  if (auto path = env_value("TILENORM_TUNING_DB")) return *path;
   return cache_directory() / "tuning.json";
 }
 
 std::vector<std::filesystem::path> readonly_tuning_db_paths() {
   std::vector<std::filesystem::path> paths;
-  const char* list = non_empty_env("TILENORM_TUNING_DB_READONLY");
+  const auto list = env_value("TILENORM_TUNING_DB_READONLY");
   if (!list) return paths;
-  std::string_view remaining = list;
+  std::string_view remaining = *list;
   while (!remaining.empty()) {
     const auto colon = remaining.find(':');
     const auto item = remaining.substr(0, colon);

@@ -1,5 +1,8 @@
-// Built against the installed package: lowers a custom program and generates its CUDA source.
+// Built against the installed package: lowers a custom program, generates its CUDA source and
+// compiles it with NVRTC (no GPU needed), which checks that the installed library finds NVRTC and
+// its builtins without LD_LIBRARY_PATH or ld.so.conf.
 #include <iostream>
+#include <tilenorm/runtime/nvrtc.hpp>
 #include <tilenorm/tilenorm.hpp>
 
 int main() {
@@ -14,5 +17,10 @@ int main() {
                                  tilenorm::DeviceLimits::hopper())};
   const auto kernel = tilenorm::generate_cuda(lowered, spec);
   std::cout << "consumer: generated " << kernel.name << " (" << kernel.source.size() << " bytes)\n";
-  return kernel.source.find("__global__") != std::string::npos ? 0 : 1;
+  if (kernel.source.find("__global__") == std::string::npos) return 1;
+  const tilenorm::CompiledKernel compiled =
+      tilenorm::compile_cuda({kernel.full_source(), kernel.name, "sm_90", {}});
+  std::cout << "consumer: compiled with NVRTC " << tilenorm::nvrtc_version() << ", "
+            << compiled.registers << " registers\n";
+  return compiled.registers > 0 && !compiled.cubin.empty() ? 0 : 1;
 }

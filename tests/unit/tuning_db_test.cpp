@@ -570,7 +570,7 @@ TEST_CASE("upsert replaces the entry with the same key and leaves no temporary f
   for (const auto& item : fs::directory_iterator(dir.path()))
     names.push_back(item.path().filename());
   std::sort(names.begin(), names.end());
-  CHECK(names == std::vector<std::string>{"tuning.json", "tuning.json.lock"});
+  CHECK(names == std::vector<std::string>{"tuning.json"});  // no temporary and no lock file
 }
 
 TEST_CASE("upsert creates the directory and refuses invalid entries before writing") {
@@ -612,7 +612,7 @@ TEST_CASE("upsert reports I/O failures with the path and the reason") {
       tilenorm::Error);
 }
 
-TEST_CASE("a corrupt primary is moved aside, not lost") {
+TEST_CASE("a corrupt primary is kept aside, not lost") {
   TempDir dir;
   const fs::path db = dir / "tuning.json";
   const std::string garbage = "{\"schema\": \"tilenorm-tuning-db\", \"version\": 1, \"entries\": [";
@@ -624,7 +624,7 @@ TEST_CASE("a corrupt primary is moved aside, not lost") {
     const std::string message = warnings.messages[0];
     CHECK(message.starts_with("tuning database " + db.string() +
                               " is damaged (not valid JSON: parse error at line 1"));
-    CHECK(contains(message, "); moved it to " + db.string() + ".corrupt-"));
+    CHECK(contains(message, "); kept it as " + db.string() + ".corrupt-"));
     CHECK(message.ends_with(" and kept its 0 valid entries"));
   }
   std::vector<fs::path> aside;
@@ -737,4 +737,113 @@ TEST_CASE("merge keeps the faster entry for a key found in several files") {
                                     " has 1 problem(s), using its 1 valid entries: entry 1: "
                                     "must be an object, got an array");
   CHECK(partial.entries_written == 5);
+}
+
+TEST_CASE("merge refuses an input that is not a tuning database, naming it") {
+  TempDir dir;
+  const fs::path output = dir / "merged.json";
+  tilenorm::upsert_entries(output, {sample_entry(sample_key(8), 2.0)});
+  const std::string before = read_text(output);
+  const fs::path foreign = dir / "foreign.json";
+  write_text(foreign, R"({"schema": "someone-elses", "entries": []})");
+  const fs::path garbage = dir / "garbage.json";
+  write_text(garbage, "\x01\x02 not json");
+  for (const fs::path& input : {foreign, garbage}) {
+    try {
+      tilenorm::merge_databases({input}, output);
+      FAIL("no error for " << input);
+    } catch (const tilenorm::Error& e) {
+      CHECK(std::string(e.what()).starts_with("merge input " + input.string() +
+                                              " is not a usable tuning database ("));
+      CHECK(contains(e.what(), "nothing was merged"));
+    }
+  }
+  CHECK(read_text(output) == before);
+  CHECK_FALSE(fs::exists(dir / "merged.json.lock"));
+}
+
+TEST_CASE("the writer refuses a database that readers would reject and leaves the file") {
+  TempDir dir;
+  const fs::path db = dir / "tuning.json";
+  tilenorm::upsert_entries(db, {sample_entry(sample_key(1))});
+  const std::string before = read_text(db);
+
+  // Each entry is valid on its own (4000 config values of 1000 characters: the reader's limits),
+  // but together they are more than the 64 MiB a reader accepts.
+  std::vector<TuningEntry> big;
+  json config = json::object();
+  for (int i = 0; i < 4000; ++i) config["k" + std::to_string(i)] = std::string(1000, 'x');
+  for (int i = 0; i < 17; ++i) {
+    TuningEntry entry = sample_entry(sample_key(std::int64_t{2} << i));
+    entry.config = config;
+    big.push_back(std::move(entry));
+  }
+  try {
+    tilenorm::upsert_entries(db, big);
+    FAIL("no error");
+  } catch (const tilenorm::Error& e) {
+    const std::string message = e.what();
+    INFO(message);
+    CHECK(message.starts_with("refusing to write tuning database " + db.string() +
+                              " with 18 entries: it would be "));
+    CHECK(contains(message,
+                   "bytes, more than the 64 MiB that readers accept; the file is unchanged"));
+  }
+  CHECK(read_text(db) == before);
+  std::vector<std::string> names;
+  for (const auto& item : fs::directory_iterator(dir.path())) {
+    names.push_back(item.path().filename());
+  }
+  CHECK(names == std::vector<std::string>{"tuning.json"});
+}
+
+TEST_CASE("the writer refuses more JSON values than readers accept") {
+  TempDir dir;
+  const fs::path db = dir / "tuning.json";
+  // 2000 entries of 4096 small config values: under 64 MiB, but over the 8 million values limit.
+  const json config = {{"a", std::vector<int>(4000, 1)}};
+  std::vector<TuningEntry> entries;
+  for (int i = 0; i < 2100; ++i) {
+    TuningEntry entry = sample_entry(sample_key(1));
+    entry.key.n = 1 + i;
+    entry.config = config;
+    entries.push_back(std::move(entry));
+  }
+  CHECK_THROWS_WITH_AS(tilenorm::upsert_entries(db, entries),
+                       doctest::Contains("readers would reject it (more than 8000000 JSON values)"),
+                       tilenorm::Error);
+  CHECK_FALSE(fs::exists(db));
+}
+
+TEST_CASE("a symbolic link to the database stays a link; its target is replaced") {
+  TempDir dir;
+  fs::create_directory(dir / "real");
+  const fs::path target = dir / "real" / "tuning.json";
+  tilenorm::upsert_entries(target, {sample_entry(sample_key(1))});
+  const fs::path link = dir / "link.json";
+  fs::create_symlink("real/tuning.json", link);  // relative to the link's directory
+  const fs::path input = dir / "input.json";
+  tilenorm::upsert_entries(input, {sample_entry(sample_key(2))});
+
+  const tilenorm::MergeSummary summary = tilenorm::merge_databases({input}, link);
+  CHECK(summary.entries_written == 2);
+  CHECK(fs::is_symlink(link));
+  CHECK(fs::read_symlink(link) == "real/tuning.json");
+  CHECK(TuningDatabase::load_file(target).entries().size() == 2);
+  tilenorm::upsert_entries(link, {sample_entry(sample_key(4))});
+  CHECK(fs::is_symlink(link));
+  CHECK(TuningDatabase::load_file(target).entries().size() == 3);
+  // Nothing was written next to the link: no temporary or lock file there.
+  std::vector<std::string> names;
+  for (const auto& item : fs::directory_iterator(dir.path())) {
+    names.push_back(item.path().filename());
+  }
+  std::sort(names.begin(), names.end());
+  CHECK(names == std::vector<std::string>{"input.json", "link.json", "real"});
+
+  // A dangling link gets its target created.
+  fs::create_symlink("real/new.json", dir / "dangling.json");
+  tilenorm::upsert_entries(dir / "dangling.json", {sample_entry()});
+  CHECK(fs::is_symlink(dir / "dangling.json"));
+  CHECK(TuningDatabase::load_file(dir / "real" / "new.json").entries().size() == 1);
 }

@@ -1,9 +1,12 @@
 #pragma once
 // Writing the tuning database (docs/tuning-database.md). Every write holds an exclusive flock on
-// "<db>.lock" while it re-reads the file, changes it and renames a fully written, fsynced
-// temporary file over it, so concurrent tuning processes never lose each other's entries and
-// readers never see a half-written file. A damaged existing file is moved aside to
-// "<db>.corrupt-<UTC timestamp>" (with a warning), never overwritten; its valid entries are kept.
+// "<db>.lock" (removed again afterwards) while it re-reads the file, changes it and renames a
+// fully written, fsynced temporary file over it, so concurrent tuning processes never lose each
+// other's entries and readers never see a half-written file. A symbolic link is followed: the
+// file it points to is replaced in its own directory, and the link stays a link. The new text is
+// checked with the reader and its limits first; what readers would reject is refused and the file
+// is left unchanged. A damaged existing file is kept as "<db>.corrupt-<UTC timestamp>" (with a
+// warning), never lost; its valid entries are carried over.
 #include <cstddef>
 #include <filesystem>
 #include <vector>
@@ -30,7 +33,8 @@ struct MergeSummary {
 // `output`, under the same lock and atomic rename as upsert_entries. For a key in several files
 // the entry with the smaller median_us wins (on a tie, the earlier one: output, then inputs in
 // order). A missing input is an error; a damaged input gets a warning and its valid entries are
-// used.
+// used. An input that is not a tuning database at all (wrong schema, not JSON, too large) is an
+// error naming it, before the output is touched.
 MergeSummary merge_databases(const std::vector<std::filesystem::path>& inputs,
                              const std::filesystem::path& output);
 

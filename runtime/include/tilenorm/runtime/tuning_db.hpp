@@ -17,6 +17,8 @@ namespace tilenorm {
 
 inline constexpr std::string_view kTuningDbSchema = "tilenorm-tuning-db";
 inline constexpr int kTuningDbVersion = 1;
+// Readers ignore a larger file (a hostile or runaway one); the writer refuses to write one.
+inline constexpr std::uintmax_t kMaxTuningDbBytes = std::uintmax_t{64} << 20;
 
 // Everything a tuned configuration depends on. m_bucket is m_bucket(rows), not the row count.
 struct TuningKey {
@@ -82,6 +84,10 @@ struct TuningFileContents {
 // Throws tilenorm::Error only for I/O failures (not for content): permission denied, not a
 // regular file, a failed read. A missing file gives exists == false.
 TuningFileContents read_tuning_file(const std::filesystem::path& file);
+
+// What read_tuning_file would find in a file holding `text` (exists is true), with every limit
+// the reader enforces. The writer checks its output with it before replacing a file.
+TuningFileContents parse_tuning_database(std::string_view text);
 
 class TuningDatabase {
  public:
