@@ -77,7 +77,7 @@ void verify(const ir::Program& p) {
     if (!names.insert(slot.name).second) fail("the name '" + slot.name + "' is used twice");
     if (slot.role == Role::read && slot.shape == Shape::tile) reads_rows = true;
     if (slot.role == Role::written) {
-      writes = true;
+      writes = writes || slot.shape != Shape::row_scalar;
       if (slot.value >= p.graph->size()) fail(kind + " '" + slot.name + "' refers to no node");
       const Shape value = p.graph->node(slot.value).shape;
       if (!ir::fits_in(value, slot.shape)) {

@@ -3,7 +3,9 @@
 
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
+#include "tilenorm/dsl/autodiff.hpp"
 #include "tilenorm/dsl/codegen.hpp"
 #include "tilenorm/dsl/dtype.hpp"
 #include "tilenorm/dsl/error.hpp"
@@ -51,7 +53,17 @@ TEST_CASE("errors: parse_dtype names the text it does not know") {
 TEST_CASE("errors: builtin_program lists the valid names") {
   CHECK(message_of<tilenorm::Error>([] { tilenorm::kernels::builtin_program("nope"); }) ==
         "unknown kernel 'nope' (built-in kernels: layer_norm, layer_norm_no_bias, "
-        "layer_norm_no_affine, rms_norm, rms_norm_no_weight)");
+        "layer_norm_no_affine, rms_norm, rms_norm_no_weight, layer_norm_backward, "
+        "layer_norm_no_bias_backward, layer_norm_no_affine_backward, rms_norm_backward, "
+        "rms_norm_no_weight_backward, layer_norm_backward_recompute, "
+        "layer_norm_no_bias_backward_recompute, layer_norm_no_affine_backward_recompute, "
+        "rms_norm_backward_recompute, rms_norm_no_weight_backward_recompute)");
+  // Names are matched exactly.
+  CHECK(message_of<tilenorm::Error>([] { tilenorm::kernels::builtin_program("RMS_NORM"); })
+            .starts_with("unknown kernel 'RMS_NORM' (built-in kernels: layer_norm, "));
+  CHECK(message_of<tilenorm::Error>([] {
+          tilenorm::kernels::builtin_program("rms_norm_backward_saved");
+        }).starts_with("unknown kernel 'rms_norm_backward_saved' (built-in kernels: "));
 }
 
 TEST_CASE("errors: lower() rejects a program that makes no sense") {
@@ -75,10 +87,135 @@ TEST_CASE("errors: lower() rejects a program that makes no sense") {
 
   struct NoOutputTag {};
   tilenorm::dsl::ProgramBuilder<NoOutputTag> no_output("statistics");
-  no_output.save("mean", mean(no_output.input("x")));
+  auto unwritten = no_output.input("x");
+  (void)unwritten;
   const auto no_output_program = std::move(no_output).build();
   CHECK(message_of<tilenorm::ProgramError>([&] { tilenorm::lower(no_output_program); }) ==
         "program 'statistics': writes no row output; add one with output(name, tile)");
+}
+
+TEST_CASE("errors: lower() rejects a constant outside the fp32 range, naming it") {
+  const auto huge = tilenorm::dsl::make_program("huge_scale", [](auto& p) {
+    auto x = p.input("x");
+    p.output("y", x * 1e300);
+  });
+  CHECK(message_of<tilenorm::ProgramError>([&] { tilenorm::lower(huge); }) ==
+        "program 'huge_scale': the constant 1.0000000000000001e+300 is outside the fp32 range; "
+        "kernels compute in fp32, so it would become infinity");
+  const auto tiny_negative = tilenorm::dsl::make_program("shifted", [](auto& p) {
+    auto x = p.input("x");
+    auto w = p.column("w");
+    p.output("y", x * w - 4e38);
+  });
+  CHECK(message_of<tilenorm::ProgramError>([&] { tilenorm::lower(tiny_negative); }) ==
+        "program 'shifted': the constant 4.0000000000000002e+38 is outside the fp32 range; "
+        "kernels compute in fp32, so it would become infinity");
+  // Inside the range it is fine, and so is an explicit infinity.
+  const auto fine = tilenorm::dsl::make_program("fine", [](auto& p) {
+    auto x = p.input("x");
+    p.output("y", min(x * 3e38, 1.0 / 0.0));
+  });
+  CHECK_NOTHROW(tilenorm::lower(fine));
+}
+
+TEST_CASE("errors: lower() names a slot whose name is not a valid identifier") {
+  const std::string rule =
+      " is not an identifier (letters, digits and '_', not starting with a digit, at most 64 "
+      "characters)";
+  auto input_named = [](const std::string& name) {
+    return tilenorm::dsl::make_program("named", [&name](auto& p) {
+      auto x = p.input(name);
+      p.output("y", x * 2.0);
+    });
+  };
+  auto lower_error = [](const tilenorm::ir::Program& program) {
+    return message_of<tilenorm::ProgramError>([&] { tilenorm::lower(program); });
+  };
+  CHECK(lower_error(input_named("")) == "program 'named': row input name ''" + rule);
+  CHECK(lower_error(input_named("2x")) == "program 'named': row input name '2x'" + rule);
+  CHECK(lower_error(input_named("the input")) ==
+        "program 'named': row input name 'the input'" + rule);
+  CHECK(lower_error(input_named(" x")) == "program 'named': row input name ' x'" + rule);
+  CHECK(lower_error(input_named(std::string(65, 'x'))) ==
+        "program 'named': row input name '" + std::string(64, 'x') + "...'" + rule);
+  CHECK_NOTHROW(tilenorm::lower(input_named(std::string(64, 'x'))));
+  CHECK(lower_error(input_named("tn_x")) ==
+        "program 'named': row input name 'tn_x' uses the reserved prefix 'tn_'");
+
+  const auto column = tilenorm::dsl::make_program("named", [](auto& p) {
+    auto x = p.input("x");
+    p.output("y", x * p.column("gain 2"));
+  });
+  CHECK(lower_error(column) == "program 'named': column name 'gain 2'" + rule);
+  const auto scalar = tilenorm::dsl::make_program("named", [](auto& p) {
+    auto x = p.input("x");
+    p.output("y", x * p.scalar("9lives"));
+  });
+  CHECK(lower_error(scalar) == "program 'named': scalar name '9lives'" + rule);
+  const auto saved = tilenorm::dsl::make_program("named", [](auto& p) {
+    auto x = p.input("x");
+    p.save("tn_mean", mean(x));
+    p.output("y", x);
+  });
+  CHECK(lower_error(saved) ==
+        "program 'named': saved statistic name 'tn_mean' uses the reserved prefix 'tn_'");
+  const auto duplicate_column = tilenorm::dsl::make_program("named", [](auto& p) {
+    auto x = p.input("x");
+    auto w = p.column("w");
+    auto w_again = p.column("w");
+    p.output("y", x * w + w_again);
+  });
+  CHECK(lower_error(duplicate_column) == "program 'named': the name 'w' is used twice");
+  const auto duplicate_output = tilenorm::dsl::make_program("named", [](auto& p) {
+    auto x = p.input("x");
+    p.output("y", x);
+    p.output("y", x * 2.0);
+  });
+  CHECK(lower_error(duplicate_output) == "program 'named': the name 'y' is used twice");
+}
+
+TEST_CASE("errors: backward() names the program when no slot needs a gradient") {
+  const auto frozen = tilenorm::dsl::make_program("frozen_norm", [](auto& p) {
+    auto x = p.input("x", tilenorm::dsl::Grad::no);
+    auto w = p.column("w", tilenorm::dsl::Grad::no);
+    auto eps = p.scalar("eps");
+    p.output("y", x * rsqrt(mean(x * x) + eps) * w);
+  });
+  for (auto mode : {tilenorm::StatisticsMode::saved, tilenorm::StatisticsMode::recompute}) {
+    CAPTURE(tilenorm::statistics_mode_name(mode));
+    CHECK(message_of<tilenorm::ProgramError>([&] { tilenorm::backward(frozen, {mode}); }) ==
+          "program 'frozen_norm': no slot needs a gradient (mark inputs, columns or scalars "
+          "Grad::yes)");
+  }
+}
+
+TEST_CASE("errors: backward() verifies the forward program first") {
+  const auto unused = tilenorm::dsl::make_program("unused_gate", [](auto& p) {
+    auto x = p.input("x");
+    p.column("gate");
+    p.output("y", x * 2.0);
+  });
+  CHECK(message_of<tilenorm::ProgramError>([&] { tilenorm::backward(unused); }) ==
+        "program 'unused_gate': column 'gate' is declared but never used");
+  const auto huge = tilenorm::dsl::make_program("huge", [](auto& p) {
+    auto x = p.input("x");
+    p.output("y", x * -1e39);
+  });
+  CHECK(message_of<tilenorm::ProgramError>([&] { tilenorm::backward(huge); })
+            .starts_with("program 'huge': the constant -1.0000000000000001e+39 is outside the "
+                         "fp32 range"));
+}
+
+TEST_CASE("errors: a gradient name that collides with a forward slot is caught by lower()") {
+  // The incoming gradient of y is called dy; here the forward already reads a dy.
+  const auto clash = tilenorm::dsl::make_program("clash", [](auto& p) {
+    auto x = p.input("x");
+    auto dy = p.input("dy", tilenorm::dsl::Grad::no);
+    p.output("y", x * dy);
+  });
+  const auto backward = tilenorm::backward(clash);
+  CHECK(message_of<tilenorm::ProgramError>([&] { tilenorm::lower(backward); }) ==
+        "program 'clash_backward': the name 'dy' is used twice");
 }
 
 TEST_CASE("errors: generate_cuda names the program, the config and the problem") {
