@@ -33,9 +33,13 @@ KernelConfig heuristic_config(const LoweredProgram& program, DType io_dtype, DTy
     return !config_problem(program, spec) &&
            dynamic_shared_memory_bytes(program, spec) <= limits.shared_memory_per_block;
   };
-  // Registers: about four vectors per thread, as few threads per row as that allows.
+  // Registers: about four vectors per thread, as few threads per row as that allows. A
+  // backward keeps column partial sums beside its rows, so it takes one vector per thread:
+  // fewer registers, more CTAs resident to hide the latency of its loads.
+  const std::int64_t vectors_per_thread = plan_kernels(program).needs_finish() ? 1 : 4;
   const int narrowest = std::min(32, next_power_of_two(chunks));
-  const int per_row = std::clamp(next_power_of_two((chunks + 3) / 4), narrowest, 1024);
+  const int per_row = std::clamp(
+      next_power_of_two((chunks + vectors_per_thread - 1) / vectors_per_thread), narrowest, 1024);
   for (int threads = per_row; threads <= 1024; threads *= 2) {
     const KernelConfig config = with_rows(threads, vec, RowStorage::registers);
     if (fits(config)) return config;
