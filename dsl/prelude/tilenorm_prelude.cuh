@@ -115,6 +115,38 @@ __device__ __forceinline__ void load_chunk(const T* row, int col0, float (&out)[
   }
 }
 
+// The raw storage of elements [col0, col0 + V) of a row of N (columns past N read as 0), to be
+// converted later with unpack_chunk: a prefetch that does not wait for its data.
+template <class T, int V, int N>
+__device__ __forceinline__ typename RawVector<sizeof(T) * V>::type fetch_chunk(const T* row,
+                                                                               int col0) {
+  Chunk<T, V> c;
+  if (col0 + V <= N) {
+    c.raw = *reinterpret_cast<const typename RawVector<sizeof(T) * V>::type*>(row + col0);
+  } else {
+#pragma unroll
+    for (int v = 0; v < V; ++v) c.element[v] = col0 + v < N ? row[col0 + v] : from_float<T>(0.0f);
+  }
+  return c.raw;
+}
+
+template <class T, int V>
+__device__ __forceinline__ typename RawVector<sizeof(T) * V>::type raw_zero() {
+  Chunk<T, V> c;
+#pragma unroll
+  for (int v = 0; v < V; ++v) c.element[v] = from_float<T>(0.0f);
+  return c.raw;
+}
+
+template <class T, int V>
+__device__ __forceinline__ void unpack_chunk(typename RawVector<sizeof(T) * V>::type raw,
+                                             float (&out)[V]) {
+  Chunk<T, V> c;
+  c.raw = raw;
+#pragma unroll
+  for (int v = 0; v < V; ++v) out[v] = to_float(c.element[v]);
+}
+
 // As load_chunk, and also keeps the raw chunk in `stash` (shared memory, laid out like the
 // row) so that later passes over the row read it from there instead of global memory.
 template <class T, int V, int N>

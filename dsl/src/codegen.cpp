@@ -336,7 +336,44 @@ class Emitter {
     }
   }
 
+  // A persistent kernel with the rows in registers fetches the next row block's raw chunks
+  // while it works on the current one, so its loads overlap the reductions and barriers.
+  bool prefetching() const { return plan_.persistent && storage_ == RowStorage::registers; }
+
+  // Emits raw-chunk loads of row block `block_expr` into in<i>_next.
+  void emit_fetch(const std::string& block_expr) {
+    out_ << "  {\n    const long long fetch_row = (" << block_expr << ") * RPC + row_in_cta;\n"
+         << "    const bool fetch_valid = fetch_row < rows;\n"
+         << "    const long long fetch_safe = fetch_valid ? fetch_row : 0;\n";
+    for (std::size_t i = 0; i < p_.slots.size(); ++i) {
+      const ir::Slot& s = p_.slots[i];
+      if (s.role != ir::Role::read || s.shape != Shape::tile) continue;
+      const std::string t = slot_type(s);
+      out_ << "    const " << t << "* fetch" << i << " = p_" << s.name << " + fetch_safe * stride_"
+           << s.name << ";\n";
+    }
+    out_ << "#pragma unroll\n    for (int it = 0; it < ITERS; ++it) {\n"
+         << "      const int c0 = (it * TPR + lane) * VEC;\n";
+    for (std::size_t i = 0; i < p_.slots.size(); ++i) {
+      const ir::Slot& s = p_.slots[i];
+      if (s.role != ir::Role::read || s.shape != Shape::tile) continue;
+      const std::string t = slot_type(s);
+      out_ << "      in" << i << "_next[it] = fetch_valid && c0 < N ? tn::fetch_chunk<" << t
+           << ", VEC, N>(fetch" << i << ", c0) : tn::raw_zero<" << t << ", VEC>();\n";
+    }
+    out_ << "    }\n  }\n";
+  }
+
   void emit_row_loop() {
+    if (prefetching()) {
+      for (std::size_t i = 0; i < p_.slots.size(); ++i) {
+        const ir::Slot& s = p_.slots[i];
+        if (s.role == ir::Role::read && s.shape == Shape::tile)
+          out_ << "  typename tn::RawVector<sizeof(" << slot_type(s) << ") * VEC>::type in" << i
+               << "_next[ITERS];\n";
+      }
+      emit_fetch("blockIdx.x");
+    }
     out_ << "  for (long long block = blockIdx.x; block * RPC < rows; block += gridDim.x) {\n"
          << "  const long long row = block * RPC + row_in_cta;\n"
          << "  const bool row_valid = row < rows;\n"
@@ -363,6 +400,17 @@ class Emitter {
   }
 
   void emit_preload() {
+    if (prefetching()) {
+      for (std::size_t i = 0; i < p_.slots.size(); ++i) {
+        const ir::Slot& s = p_.slots[i];
+        if (s.role != ir::Role::read || s.shape != Shape::tile) continue;
+        out_ << "  float in" << i << "_regs[ITERS][VEC];\n"
+             << "#pragma unroll\n  for (int it = 0; it < ITERS; ++it) tn::unpack_chunk<"
+             << slot_type(s) << ", VEC>(in" << i << "_next[it], in" << i << "_regs[it]);\n";
+      }
+      emit_fetch("block + gridDim.x");
+      return;
+    }
     for (std::size_t i = 0; i < p_.slots.size(); ++i) {
       const ir::Slot& s = p_.slots[i];
       if (s.role == ir::Role::read && s.shape == Shape::tile)
