@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "tilenorm/autotune/cli11.hpp"
+#include "tilenorm/autotune/search_space.hpp"
 #include "tilenorm/kernels/norms.hpp"
 #include "tilenorm/kernels/programs.hpp"
 #include "tilenorm/runtime/check.hpp"
@@ -38,7 +40,7 @@ int compile_only(const std::string& why) {
     const tilenorm::BuiltKernel built = tilenorm::build_kernel(lowered, spec, "sm_90");
     std::printf("%-22s %12zu %10d %8d %s\n", kernel.name.c_str(),
                 built.generated.source.size(), built.registers, built.spill_bytes,
-                spec.config.describe().c_str());
+                tilenorm::short_config(spec.config).c_str());
     clean = clean && built.spill_bytes == 0 && built.registers > 0;
   }
   return clean ? 0 : 1;
@@ -138,7 +140,7 @@ int run_on_gpu() {
                                                    .reference_rows = 512});
     const double us = tilenorm::median_time_us(launch, stream.get(), {10, 50});
     const double tbps = 2.0 * kRows * kCols * tilenorm::dtype_size(kDType) / (us * 1e-6) / 1e12;
-    const std::string config = report.used.config.describe() + " (" +
+    const std::string config = tilenorm::short_config(report.used.config) + " (" +
                                std::string(tilenorm::config_source_name(report.used.source)) + ")";
     std::printf("%-11s %-9s %-44s %13.1f %9.1f %7.2f %7.1f%%\n", op.c_str(),
                 report.ok() ? "ok" : "FAILED", config.c_str(), first_ms, us, tbps,
@@ -152,19 +154,16 @@ int run_on_gpu() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc > 1) {
-    std::cout
-        << "usage: tilenorm-demo\n  Runs LayerNorm and RMSNorm (bf16, " << kRows << " x " << kCols
-        << ") on the GPU, checks them against the fp64 reference, and prints time, TB/s and the\n"
-           "  fraction of the copy ceiling. Without a GPU, compiles every built-in kernel for "
-           "sm_90.\n";
-    return std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h" ? 0 : 2;
-  }
-  try {
+  return tilenorm::cli::run_tool("tilenorm-demo", [&] {
+    CLI::App app{"Runs LayerNorm and RMSNorm (bf16, " + std::to_string(kRows) + " x " +
+                     std::to_string(kCols) +
+                     ") on the GPU, checks them against the fp64 reference, and prints time, TB/s "
+                     "and the fraction of the copy ceiling. Without a GPU, compiles every "
+                     "built-in kernel for sm_90.",
+                 "tilenorm-demo"};
+    tilenorm::cli::add_common_flags(app, "tilenorm-demo");
+    tilenorm::cli::parse(app, std::vector<std::string>(argv + 1, argv + argc));
     if (!driver::gpu_available()) return compile_only(driver::gpu_unavailable_reason());
     return run_on_gpu();
-  } catch (const std::exception& e) {
-    std::cerr << "tilenorm-demo: error: " << e.what() << "\n";
-    return 1;
-  }
+  });
 }

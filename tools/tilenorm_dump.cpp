@@ -1,121 +1,108 @@
 // tilenorm-dump: prints the IR and the generated CUDA source of a built-in kernel.
-#include <cstdlib>
 #include <iostream>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "tilenorm/autotune/cli11.hpp"
+#include "tilenorm/dsl/autodiff.hpp"
 #include "tilenorm/dsl/codegen.hpp"
-#include "tilenorm/dsl/error.hpp"
 #include "tilenorm/kernels/programs.hpp"
 #include "tilenorm/runtime/heuristics.hpp"
 
 namespace {
 
-constexpr const char* kUsage = R"(usage: tilenorm-dump --kernel NAME [options]
+namespace tn = tilenorm;
+namespace cli = tilenorm::cli;
 
-Prints the lowered IR and the generated CUDA source of a built-in kernel.
+constexpr std::int64_t kMaxN = std::int64_t{1} << 30;  // codegen's limit
+constexpr std::int64_t kMaxKnob = 1024;                // threads, rows per CTA and vector width
 
-options:
-  --kernel NAME          layer_norm, layer_norm_no_bias, layer_norm_no_affine, rms_norm,
-                         rms_norm_no_weight
-  --dtype T              storage type of rows and parameters: fp32, fp16, bf16 (default bf16)
-  --n N                  row length (default 4096)
-  --threads-per-row K    override the heuristic configuration (all four or none)
-  --rows-per-cta K
-  --vec K
-  --storage S            registers, shared or global
-  --source-only          print only the self-contained source (prelude included), which
-                         `nvcc -arch=sm_90 -c` compiles as a .cu file
-  --ir-only              print only the IR
-  -h, --help             this text
-)";
+constexpr const char* kDescription =
+    "Prints the lowered IR and the generated CUDA source of a built-in kernel. The configuration "
+    "is the heuristic one for an H100/H200 unless all four of --threads-per-row, --rows-per-cta, "
+    "--vec and --storage are given.";
 
-int to_int(const std::string& flag, const std::string& text) {
-  try {
-    std::size_t used = 0;
-    const long long value = std::stoll(text, &used);
-    if (used != text.size()) throw std::invalid_argument(text);
-    return static_cast<int>(value);
-  } catch (const std::exception&) {
-    throw tilenorm::Error(flag + " needs an integer, got '" + text + "'");
+struct DumpOptions {
+  std::string kernel, dtype = "bf16", n = "4096";
+  std::string threads_per_row, rows_per_cta, vec, storage;
+  bool source_only = false, ir_only = false, backward = false, recompute = false;
+};
+
+int dump(const std::vector<std::string>& args) {
+  CLI::App app{kDescription, "tilenorm-dump"};
+  cli::add_common_flags(app, "tilenorm-dump");
+  DumpOptions o;
+  // One line per option; values are checked below, before anything is printed.
+  cli::add_value(app, "--kernel", o.kernel,
+                 "required: layer_norm, layer_norm_no_bias, layer_norm_no_affine, rms_norm, "
+                 "rms_norm_no_weight",
+                 "NAME");
+  cli::add_value(app, "--dtype", o.dtype,
+                 "storage type: bf16, fp16 or fp32, or IO/PARAM such as bf16/fp32 (default bf16)",
+                 "T");
+  cli::add_value(app, "--n", o.n, "row length (default 4096)", "N");
+  cli::add_value(app, "--threads-per-row", o.threads_per_row, "override the configuration", "K");
+  cli::add_value(app, "--rows-per-cta", o.rows_per_cta, "override the configuration", "K");
+  cli::add_value(app, "--vec", o.vec, "override the configuration", "K");
+  cli::add_value(app, "--storage", o.storage, "registers, shared or global", "S");
+  auto* source_only = app.add_flag(
+      "--source-only", o.source_only,
+      "print only the self-contained source (prelude included), which `nvcc -arch=sm_90 -c` "
+      "compiles as a .cu file");
+  app.add_flag("--ir-only", o.ir_only, "print only the IR")->excludes(source_only);
+  auto* backward = app.add_flag("--backward", o.backward,
+                                "the derived backward (reading the saved statistics): its IR, "
+                                "main and finishing kernels");
+  app.add_flag("--recompute", o.recompute,
+               "with --backward: recompute the statistics from x instead of reading them")
+      ->needs(backward);
+  cli::parse(app, args);
+
+  const tn::DTypeChoice dtype = cli::parse_dtype_choice("--dtype", o.dtype);
+  const std::int64_t n = cli::parse_integer("--n", o.n, 1, kMaxN);
+  if (o.kernel.empty()) throw tn::UsageError("--kernel is required (see --help)");
+  const std::string kernel = cli::parse_kernel_name("--kernel", o.kernel);
+  const int overrides =
+      !o.threads_per_row.empty() + !o.rows_per_cta.empty() + !o.vec.empty() + !o.storage.empty();
+  if (overrides != 0 && overrides != 4) {
+    throw tn::UsageError(
+        "give all of --threads-per-row, --rows-per-cta, --vec and --storage, or none");
   }
-}
-
-int storage_value(const std::string& text) {
-  for (auto s : {tilenorm::RowStorage::registers, tilenorm::RowStorage::shared,
-                 tilenorm::RowStorage::global}) {
-    if (tilenorm::row_storage_name(s) == text) return static_cast<int>(s);
+  const tn::ir::Program& forward = tn::kernels::builtin_program(kernel);
+  const tn::LoweredProgram lowered = tn::lower(
+      o.backward ? tn::backward(forward, {o.recompute ? tn::StatisticsMode::recompute
+                                                      : tn::StatisticsMode::saved})
+                 : forward);
+  tn::KernelSpec spec{dtype.io, dtype.param, n, {}};
+  if (overrides == 4) {
+    spec.config = {
+        static_cast<int>(cli::parse_integer("--threads-per-row", o.threads_per_row, 1, kMaxKnob)),
+        static_cast<int>(cli::parse_integer("--rows-per-cta", o.rows_per_cta, 1, kMaxKnob)),
+        static_cast<int>(cli::parse_integer("--vec", o.vec, 1, kMaxKnob)),
+        static_cast<int>(cli::parse_row_storage("--storage", o.storage))};
+  } else {
+    spec.config = tn::heuristic_config(lowered, spec.io_dtype, spec.param_dtype, n,
+                                       tn::DeviceLimits::hopper());
   }
-  throw tilenorm::Error("--storage must be registers, shared or global, got '" + text + "'");
+  // Generated before anything is printed, so that a configuration codegen rejects prints nothing.
+  const std::optional<tn::GeneratedKernel> generated =
+      o.ir_only ? std::nullopt : std::optional(tn::generate_cuda(lowered, spec));
+  if (o.source_only) {
+    std::cout << generated->source;
+    return cli::kExitOk;
+  }
+  std::cout << "// ---- IR\n" << lowered.to_string();
+  if (generated) {
+    std::cout << "// ---- CUDA (prelude omitted; --source-only includes it)\n"
+              << generated->source.substr(tn::device_prelude().size());
+  }
+  return cli::kExitOk;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  try {
-    std::string kernel;
-    tilenorm::DType dtype = tilenorm::DType::bf16;
-    std::int64_t n = 4096;
-    std::optional<int> tpr, rpc, vec, storage;
-    bool source_only = false, ir_only = false;
-    std::vector<std::string> args(argv + 1, argv + argc);
-    for (std::size_t i = 0; i < args.size(); ++i) {
-      const std::string& arg = args[i];
-      auto value = [&]() -> const std::string& {
-        if (i + 1 >= args.size()) throw tilenorm::Error(arg + " needs a value");
-        return args[++i];
-      };
-      if (arg == "-h" || arg == "--help") {
-        std::cout << kUsage;
-        return 0;
-      } else if (arg == "--kernel") {
-        kernel = value();
-      } else if (arg == "--dtype") {
-        dtype = tilenorm::parse_dtype(value());
-      } else if (arg == "--n") {
-        n = to_int(arg, value());
-      } else if (arg == "--threads-per-row") {
-        tpr = to_int(arg, value());
-      } else if (arg == "--rows-per-cta") {
-        rpc = to_int(arg, value());
-      } else if (arg == "--vec") {
-        vec = to_int(arg, value());
-      } else if (arg == "--storage") {
-        storage = storage_value(value());
-      } else if (arg == "--source-only") {
-        source_only = true;
-      } else if (arg == "--ir-only") {
-        ir_only = true;
-      } else {
-        throw tilenorm::Error("unknown argument '" + arg + "' (see --help)");
-      }
-    }
-    if (kernel.empty()) throw tilenorm::Error("--kernel is required (see --help)");
-    const bool any_override = tpr || rpc || vec || storage;
-    if (any_override && !(tpr && rpc && vec && storage)) {
-      throw tilenorm::Error(
-          "give all of --threads-per-row, --rows-per-cta, --vec and --storage, or none");
-    }
-    const tilenorm::LoweredProgram lowered =
-        tilenorm::lower(tilenorm::kernels::builtin_program(kernel));
-    tilenorm::KernelSpec spec{dtype, dtype, n, {}};
-    spec.config = any_override
-                      ? tilenorm::KernelConfig{*tpr, *rpc, *vec, *storage}
-                      : tilenorm::heuristic_config(lowered, spec.io_dtype, spec.param_dtype, n,
-                                                   tilenorm::DeviceLimits::hopper());
-    if (ir_only || !source_only) std::cout << "// ---- IR\n" << lowered.to_string();
-    if (ir_only) return 0;
-    const tilenorm::GeneratedKernel generated = tilenorm::generate_cuda(lowered, spec);
-    if (source_only) {
-      std::cout << generated.source;
-    } else {
-      std::cout << "// ---- CUDA (prelude omitted; --source-only includes it)\n"
-                << generated.source;
-    }
-    return 0;
-  } catch (const std::exception& e) {
-    std::cerr << "tilenorm-dump: error: " << e.what() << "\n";
-    return 2;
-  }
+  return cli::run_tool("tilenorm-dump",
+                       [&] { return dump(std::vector<std::string>(argv + 1, argv + argc)); });
 }

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <map>
 #include <string>
@@ -25,10 +26,9 @@ namespace {
 
 namespace tn = tilenorm;
 
-constexpr int kExitOk = 0;
-constexpr int kExitSomeFailed = 1;
-constexpr int kExitUsage = 2;
-constexpr int kExitNoGpu = 3;
+constexpr int kExitOk = tn::cli::kExitOk;
+constexpr int kExitSomeFailed = tn::cli::kExitFailure;
+constexpr int kExitNoGpu = tn::cli::kExitNoGpu;
 
 // Columns padded to their widest cell; numbers (and "-") right-aligned.
 class Table {
@@ -232,33 +232,34 @@ void print_results(const tn::TuneReport& report, bool quiet) {
 int tune(const tn::TuneCommand& command) {
   if (command.dry_run) return dry_run(command);
   if (!tn::driver::gpu_available()) {
-    std::cerr << "tilenorm-tune: no GPU available (" << tn::driver::gpu_unavailable_reason()
+    std::cerr << "tilenorm-tune: error: no GPU available (" << tn::driver::gpu_unavailable_reason()
               << "). Tuning times kernels on a GPU: run this on a GPU machine, or add --dry-run to "
                  "list the search space without one.\n";
     return kExitNoGpu;
   }
   const std::vector<tn::TuneShape> shapes = shapes_of(command);
+  const std::filesystem::path db = tn::database_path(command.db);
   ProgressBar bar;
   tn::TuneOptions options;
-  options.db_path = command.db;
+  options.db_path = db;
   if (!command.quiet) {
     options.on_progress = [&bar](const tn::TuneProgress& progress) { bar.update(progress); };
-    std::cerr << "tilenorm-tune: " << shapes.size() << " shape(s); winners go to "
-              << command.db.string() << "\n";
+    std::cerr << "tilenorm-tune: " << shapes.size() << " shape(s); winners go to " << db.string()
+              << "\n";
   }
   const tn::TuneReport report = tn::tune(shapes, options);
   if (!command.quiet) bar.finish();
   std::cout << "device: " << report.device_name << " (" << report.arch << "); copy ceiling "
             << fixed(report.copy_tbps, 2) << " TB/s (cuMemcpyDtoD, read + write); database "
-            << command.db.string() << "\n";
+            << db.string() << "\n";
   print_results(report, command.quiet);
   const bool all_ok =
       report.aborted.empty() && std::all_of(report.results.begin(), report.results.end(),
                                             [](const tn::TuneResult& r) { return r.ok; });
   if (!report.aborted.empty()) {
-    std::cerr << "tilenorm-tune: stopped early: " << report.aborted << "\n";
+    std::cerr << "tilenorm-tune: error: stopped early: " << report.aborted << "\n";
   }
-  if (!all_ok) std::cerr << "tilenorm-tune: some shapes failed; see FAILED above\n";
+  if (!all_ok) std::cerr << "tilenorm-tune: error: some shapes failed; see FAILED above\n";
   return all_ok ? kExitOk : kExitSomeFailed;
 }
 
@@ -271,15 +272,20 @@ std::string kernel_name_for(const std::string& program_hash) {
 }
 
 int show(const tn::ShowCommand& command) {
-  const tn::TuningFileContents contents = tn::read_tuning_file(command.db);
+  const std::filesystem::path db = tn::database_path(command.db);
+  const tn::TuningFileContents contents = tn::read_tuning_file(db);
   if (!contents.exists) {
-    std::cout << command.db.string()
+    std::cout << db.string()
               << " does not exist (tilenorm-tune writes it; --db picks another file)\n";
     return kExitOk;
   }
+  if (contents.whole_file_rejected) {
+    throw tn::Error(db.string() +
+                    " is not a usable tuning database: " + contents.problem_summary());
+  }
   if (!contents.problems.empty()) {
-    std::cerr << "tilenorm-tune: warning: " << command.db.string() << ": "
-              << contents.problem_summary() << "\n";
+    std::cerr << "tilenorm-tune: warning: " << db.string() << ": " << contents.problem_summary()
+              << "\n";
   }
   std::vector<tn::TuningEntry> entries = contents.entries;
   std::sort(entries.begin(), entries.end(), [](const tn::TuningEntry& a, const tn::TuningEntry& b) {
@@ -305,7 +311,7 @@ int show(const tn::ShowCommand& command) {
                kernel, key.dtype, std::to_string(key.n), std::to_string(key.m_bucket), config,
                fixed(entry.median_us, 2), fixed(entry.tbps, 2), entry.date});
   }
-  std::cout << command.db.string() << ": " << entries.size() << " entries\n";
+  std::cout << db.string() << ": " << entries.size() << " entries\n";
   table.print(std::cout);
   return kExitOk;
 }
@@ -325,29 +331,23 @@ int run(const tn::CliCommand& command) {
   if (const auto* merge_command = std::get_if<tn::MergeCommand>(&command)) {
     return merge(*merge_command);
   }
-  std::cout << tn::usage_text();
+  std::cout << std::get<tn::HelpCommand>(command).text;
   return kExitOk;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  tn::CliCommand command;
-  try {
-    command = tn::parse_command_line(std::vector<std::string>(argv + 1, argv + argc));
-  } catch (const tn::UsageError& e) {
-    std::cerr << "tilenorm-tune: " << e.what() << "\n";
-    return kExitUsage;
-  }
-  try {
-    return run(command);
-  } catch (const tn::driver::DriverUnavailable& e) {
-    std::cerr
-        << "tilenorm-tune: no GPU available (" << e.what()
-        << "). Run this on a GPU machine, or use --dry-run to list the search space without one.\n";
-    return kExitNoGpu;
-  } catch (const std::exception& e) {
-    std::cerr << "tilenorm-tune: error: " << e.what() << "\n";
-    return kExitSomeFailed;
-  }
+  return tn::cli::run_tool("tilenorm-tune", [&] {
+    const tn::CliCommand command =
+        tn::parse_command_line(std::vector<std::string>(argv + 1, argv + argc));
+    try {
+      return run(command);
+    } catch (const tn::driver::DriverUnavailable& e) {
+      std::cerr << "tilenorm-tune: error: no GPU available (" << e.what()
+                << "). Run this on a GPU machine, or use --dry-run to list the search space "
+                   "without one.\n";
+      return kExitNoGpu;
+    }
+  });
 }

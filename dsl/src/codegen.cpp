@@ -380,7 +380,7 @@ class Emitter {
          << "  const long long safe_row = row_valid ? row : 0;  // rows past the end load nothing\n";
     for (std::size_t i = 0; i < p_.slots.size(); ++i) {
       const ir::Slot& s = p_.slots[i];
-      if (s.shape != Shape::tile) continue;
+      if (s.shape != Shape::tile || (s.role == ir::Role::read && prefetching())) continue;
       out_ << "  " << (s.role == ir::Role::read ? "const " : "") << slot_type(s) << "* row" << i
            << " = p_" << s.name << " + safe_row * stride_" << s.name << ";\n";
     }
@@ -599,7 +599,8 @@ class Emitter {
     if (!plan_.needs_finish()) return;
     out_ << "  // Partial sums of the cross-row reductions.\n"
          << "  const long long tn_columns_floats = tn_partial_rows * N;\n";
-    if (combine_) out_ << "  __shared__ float tn_combine[RPC * N];\n  __shared__ float tn_combine_scalar[RPC];\n";
+    if (combine_ && plan_.column_partials > 0) out_ << "  __shared__ float tn_combine[RPC * N];\n";
+    if (combine_ && plan_.scalar_partials > 0) out_ << "  __shared__ float tn_combine_scalar[RPC];\n";
     int column = 0, scalar = 0;
     for (NodeId r : lp_.cross_row_reductions) {
       const bool is_column = ir::varies_along_row(g_.node(r).shape);
@@ -674,8 +675,8 @@ class Emitter {
          << "  const int group = threadIdx.x / COLS;\n"
          << "  const int c = blockIdx.x * COLS + col_in_cta;\n"
          << "  const long long tn_columns_floats = tn_partial_rows * N;\n"
-         << "  __shared__ float tn_sums[GROUPS][COLS];\n"
-         << "  __shared__ float tn_scalar[COLS * GROUPS];\n";
+         << "  __shared__ float tn_sums[GROUPS][COLS];\n";
+    if (plan_.scalar_partials > 0) out_ << "  __shared__ float tn_scalar[COLS * GROUPS];\n";
     int column = 0, scalar = 0;
     for (NodeId r : lp_.cross_row_reductions) {
       if (ir::varies_along_row(g_.node(r).shape)) {

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "tilenorm/dsl/error.hpp"
+#include "tilenorm/dsl/names.hpp"
 #include "tilenorm/dsl/ops.hpp"
 #include "tilenorm/dsl/passes.hpp"
 
@@ -73,7 +74,9 @@ void verify(const ir::Program& p) {
            "' is not an identifier (letters, digits and '_', not starting with a digit, at most "
            "64 characters)");
     }
-    if (slot.name.rfind("tn_", 0) == 0) fail(kind + " name '" + slot.name + "' uses the reserved prefix 'tn_'");
+    if (slot.name.rfind("tn_", 0) == 0)
+      fail(kind + " name '" + slot.name + "' uses the reserved prefix 'tn_'");
+    check_slot_name(p.name, slot.name);
     if (!names.insert(slot.name).second) fail("the name '" + slot.name + "' is used twice");
     if (slot.role == Role::read && slot.shape == Shape::tile) reads_rows = true;
     if (slot.role == Role::written) {

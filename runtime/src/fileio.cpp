@@ -78,7 +78,7 @@ FileContents read_regular_file(const fs::path& path, std::uintmax_t max_bytes,
   FileContents contents;
   FileDescriptor file(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!file.valid()) {
-    if (errno == ENOENT) return contents;
+    if (errno == ENOENT || errno == ENOTDIR) return contents;  // no file there
     fail(action, path, errno);
   }
   struct stat status {};

@@ -173,6 +173,42 @@ void reject_architecture_options(const std::vector<std::string>& options) {
   }
 }
 
+// "libnvrtc-builtins.so.MAJOR.MINOR", the name NVRTC loads its builtins library by.
+bool is_builtins_library_name(std::string_view name) {
+  constexpr std::string_view kPrefix = "libnvrtc-builtins.so.";
+  if (!name.starts_with(kPrefix)) return false;
+  name.remove_prefix(kPrefix.size());
+  const std::size_t dot = name.find('.');
+  const auto all_digits = [](std::string_view text) {
+    return !text.empty() && std::all_of(text.begin(), text.end(), [](char c) {
+      return std::isdigit(static_cast<unsigned char>(c)) != 0;
+    });
+  };
+  return dot != std::string_view::npos && all_digits(name.substr(0, dot)) &&
+         all_digits(name.substr(dot + 1));
+}
+
+// NVRTC dlopens its builtins library by name (libnvrtc-builtins.so.MAJOR.MINOR) on its first
+// call, so without an ld.so.conf entry or LD_LIBRARY_PATH for the toolkit that fails, even though
+// libnvrtc itself was found through tilenorm's RUNPATH. Loading the builtins from the directory
+// libnvrtc came from, before any NVRTC call, makes NVRTC's own dlopen find the loaded library
+// (matched by its soname). A failure here is ignored: NVRTC then searches as usual and reports.
+void preload_nvrtc_builtins() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    Dl_info info{};
+    if (::dladdr(reinterpret_cast<void*>(&nvrtcVersion), &info) == 0 || !info.dli_fname) return;
+    std::error_code error;
+    const auto directory = std::filesystem::path(info.dli_fname).parent_path();
+    for (const auto& entry : std::filesystem::directory_iterator(directory, error)) {
+      if (is_builtins_library_name(entry.path().filename().string())) {
+        // Kept loaded for the life of the process, as NVRTC keeps it.
+        ::dlopen(entry.path().c_str(), RTLD_NOW | RTLD_LOCAL);
+      }
+    }
+  });
+}
+
 }  // namespace
 
 void validate_arch(std::string_view arch) {
@@ -190,6 +226,7 @@ void validate_arch(std::string_view arch) {
 CompiledKernel compile_cuda(const CompileRequest& request) {
   validate_arch(request.arch);
   reject_architecture_options(request.options);
+  preload_nvrtc_builtins();
 
   // --no-cache: on a hit in NVRTC's own cache (the driver's ComputeCache, used where libcuda is
   // present) ptxas does not run and the log lacks the resource report; DiskCache replaces it.
@@ -232,6 +269,7 @@ CompiledKernel compile_cuda(const CompileRequest& request) {
 }
 
 std::string nvrtc_version() {
+  preload_nvrtc_builtins();
   int major = 0;
   int minor = 0;
   check_nvrtc(nvrtcVersion(&major, &minor), "nvrtcVersion");

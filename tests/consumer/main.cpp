@@ -19,7 +19,7 @@ int main() {
   std::cout << "consumer: generated " << kernel.name << " (" << kernel.source.size() << " bytes)\n";
   if (kernel.source.find("__global__") == std::string::npos) return 1;
   const tilenorm::CompiledKernel compiled =
-      tilenorm::compile_cuda({kernel.full_source(), kernel.name, "sm_90", {}});
+      tilenorm::compile_cuda({kernel.source, kernel.name, "sm_90", {}});
   std::cout << "consumer: compiled with NVRTC " << tilenorm::nvrtc_version() << ", "
             << compiled.registers << " registers\n";
   return compiled.registers > 0 && !compiled.cubin.empty() ? 0 : 1;

@@ -35,14 +35,14 @@ set(isolated ${CMAKE_COMMAND} -E env --unset=LD_LIBRARY_PATH ${loader})
 run_step(${CMAKE_COMMAND} --install "${BUILD_DIR}" --prefix "${prefix}")
 
 set(bin "${prefix}/bin")
-run_step(${isolated} "${bin}/tilenorm-dump" --help EXPECT "--kernel")
+run_step(${isolated} "${bin}/tilenorm-dump" --help EXPECT "Usage: tilenorm-dump")
 run_step(${isolated} "${bin}/tilenorm-dump" --version EXPECT "codegen version")
 run_step(${isolated} "${bin}/tilenorm-dump" --kernel rms_norm --n 1024 --ir-only EXPECT "IR")
 run_step(${isolated} "${bin}/tilenorm-tune" --help EXPECT "merge")
 run_step(${isolated} "${bin}/tilenorm-tune" --version EXPECT "NVRTC [0-9]")
 run_step(${isolated} "${bin}/tilenorm-tune" --dry-run --kernel rms_norm --dtype bf16 --n 4096
          --quiet EXPECT "candidates per shape")
-run_step(${isolated} "${bin}/tilenorm-demo" --help EXPECT "usage")
+run_step(${isolated} "${bin}/tilenorm-demo" --help EXPECT "Usage: tilenorm-demo")
 
 run_step(${CMAKE_COMMAND} -S "${SOURCE_DIR}/tests/consumer" -B "${WORK_DIR}/build" -G "${GENERATOR}"
          -DCMAKE_CXX_COMPILER=${CXX} -DCMAKE_PREFIX_PATH=${prefix} -DCMAKE_BUILD_TYPE=Release)

@@ -244,7 +244,9 @@ TEST_CASE("cli: tune options, lists and defaults") {
   CHECK(defaults.dtypes ==
         std::vector<tilenorm::DTypeChoice>{{DType::bf16, DType::bf16}, {DType::f32, DType::f32}});
   CHECK(defaults.ms.empty());
-  CHECK(defaults.db == tilenorm::default_tuning_db_path());
+  CHECK(defaults.db.empty());  // resolved only when the command needs it
+  CHECK(tilenorm::database_path(defaults.db) == tilenorm::default_tuning_db_path());
+  CHECK(tilenorm::database_path("x.json") == "x.json");
 
   const auto all = parse_as<tilenorm::TuneCommand>({"--all", "--dry-run", "--list-pruned"});
   CHECK(all.kernels.size() == 5);
@@ -268,7 +270,15 @@ TEST_CASE("cli: subcommands and help") {
   CHECK(std::holds_alternative<tilenorm::HelpCommand>(
       tilenorm::parse_command_line({"merge", "--help"})));
   CHECK(parse_as<tilenorm::ShowCommand>({"show", "--db", "a.json"}).db == "a.json");
-  CHECK(parse_as<tilenorm::ShowCommand>({"show"}).db == tilenorm::default_tuning_db_path());
+  CHECK(parse_as<tilenorm::ShowCommand>({"show"}).db.empty());
+  CHECK(parse_as<tilenorm::ShowCommand>({"show", "--db=b.json"}).db == "b.json");
+  const auto help = std::get<tilenorm::HelpCommand>(tilenorm::parse_command_line({"merge", "-h"}));
+  CHECK(contains(help.text, "tilenorm-tune merge [OPTIONS] OUT IN..."));
+  const auto version = std::get<tilenorm::HelpCommand>(tilenorm::parse_command_line({"--version"}));
+  CHECK(version.text.starts_with("tilenorm-tune 0."));
+  CHECK(contains(version.text, "codegen version " + std::to_string(tilenorm::kCodegenVersion)));
+  CHECK(contains(version.text, "NVRTC 1"));
+  CHECK(contains(version.text, "CUDA driver"));
   const auto merge = parse_as<tilenorm::MergeCommand>({"merge", "out.json", "a.json", "b.json"});
   CHECK(merge.output == "out.json");
   CHECK(merge.inputs == std::vector<std::filesystem::path>{"a.json", "b.json"});
@@ -277,24 +287,29 @@ TEST_CASE("cli: subcommands and help") {
 
 TEST_CASE("cli: usage errors say what is wrong and what to write") {
   CHECK(contains(usage_error({}), "say which row lengths to tune with --n N,... or use --all"));
-  CHECK(contains(usage_error({"--bogus"}),
-                 "unknown argument '--bogus' for tilenorm-tune (see --help)"));
-  CHECK(contains(usage_error({"--n", "0"}), "--n needs whole numbers from 1 to 1073741824"));
+  CHECK(contains(usage_error({"--bogus"}), "argument was not expected: --bogus"));
+  CHECK(contains(usage_error({"--n", "0"}),
+                 "--n must be a whole number from 1 to 1073741824, got '0'"));
   CHECK(contains(usage_error({"--n", "12x"}), "got '12x'"));
+  CHECK(contains(usage_error({"--n=99999999999"}), "got '99999999999'"));
+  CHECK(contains(usage_error({"--n", "-5"}), "got '-5'"));
   CHECK(contains(usage_error({"--n", "1024,"}), "--n got an empty item in '1024,'"));
-  CHECK(contains(usage_error({"--n"}), "--n needs a value"));
-  CHECK(contains(usage_error({"--m", "-5", "--n", "8"}), "--m needs whole numbers"));
+  CHECK(contains(usage_error({"--n"}), "--n: 1 required N[,...] missing"));
+  CHECK(contains(usage_error({"--m", "-5", "--n", "8"}), "--m must be a whole number"));
   CHECK(contains(usage_error({"--kernel", "softmax", "--n", "8"}), "unknown kernel 'softmax'"));
   CHECK(contains(usage_error({"--kernel", "softmax", "--n", "8"}), "rms_norm_no_weight"));
   CHECK(contains(usage_error({"--dtype", "fp64", "--n", "8"}),
+                 "--dtype 'fp64': unknown dtype 'fp64'"));
+  CHECK(contains(usage_error({"--dtype", "bf16/", "--n", "8"}),
                  "write bf16, fp16, fp32, or IO/PARAM"));
-  CHECK(contains(usage_error({"--all=yes"}), "--all takes no value, got 'yes'"));
+  CHECK(contains(usage_error({"--all=maybe"}), "--all = maybe"));
   CHECK(contains(usage_error({"--n", "8", "--list-pruned"}),
                  "--list-pruned only works with --dry-run"));
-  CHECK(
-      contains(usage_error({"show", "--n", "8"}), "unknown argument '--n' for tilenorm-tune show"));
-  CHECK(
-      contains(usage_error({"merge", "out.json"}), "merge needs an output and at least one input"));
+  CHECK(contains(usage_error({"--db", "", "--n", "8"}), "--db needs a non-empty path"));
+  CHECK(contains(usage_error({"show", "--n", "8"}), "not expected"));
+  CHECK(contains(usage_error({"--n", "8", "show"}), "--n does not apply to 'show'"));
+  CHECK(contains(usage_error({"--quiet", "merge", "a", "b"}), "--quiet does not apply to 'merge'"));
+  CHECK(contains(usage_error({"merge", "out.json"}), "IN is required"));
   CHECK(contains(usage_error({"merge", "out.json", "--force", "a.json"}),
-                 "unknown argument '--force'"));
+                 "argument was not expected: --force"));
 }

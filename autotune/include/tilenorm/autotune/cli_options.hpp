@@ -8,22 +8,9 @@
 #include <variant>
 #include <vector>
 
-#include "tilenorm/dsl/dtype.hpp"
-#include "tilenorm/dsl/error.hpp"
+#include "tilenorm/autotune/cli.hpp"
 
 namespace tilenorm {
-
-// A malformed command line; the tool prints it and exits with status 2.
-class UsageError : public Error {
- public:
-  using Error::Error;
-};
-
-struct DTypeChoice {
-  DType io = DType::bf16;     // row inputs and outputs
-  DType param = DType::bf16;  // column parameters
-  friend bool operator==(const DTypeChoice&, const DTypeChoice&) = default;
-};
 
 // `tilenorm-tune [options]`: tune (or, with dry_run, only list) kernels x dtypes x ns.
 struct TuneCommand {
@@ -31,7 +18,7 @@ struct TuneCommand {
   std::vector<DTypeChoice> dtypes;
   std::vector<std::int64_t> ns;
   std::vector<std::int64_t> ms;  // empty: default_row_counts(n) for each n
-  std::filesystem::path db;
+  std::filesystem::path db;      // empty: the default, see database_path()
   bool dry_run = false;
   bool list_pruned = false;  // with dry_run: every pruned configuration and its reason
   bool quiet = false;
@@ -39,7 +26,7 @@ struct TuneCommand {
 
 // `tilenorm-tune show [--db PATH]`
 struct ShowCommand {
-  std::filesystem::path db;
+  std::filesystem::path db;  // empty: the default, see database_path()
 };
 
 // `tilenorm-tune merge OUT IN...`
@@ -48,15 +35,24 @@ struct MergeCommand {
   std::vector<std::filesystem::path> inputs;
 };
 
-struct HelpCommand {};
+// --help or --version: print `text` and exit 0.
+struct HelpCommand {
+  std::string text;
+};
 
 using CliCommand = std::variant<HelpCommand, TuneCommand, ShowCommand, MergeCommand>;
 
-// The arguments after the program name. Throws UsageError saying what is wrong and what to
-// write instead. The --db default is default_tuning_db_path().
+// The arguments after the program name. Throws UsageError saying what is wrong, naming the
+// argument and its value. Reads no environment: the default database is resolved only when a
+// command needs it (database_path).
 CliCommand parse_command_line(const std::vector<std::string>& args);
 
-std::string_view usage_text();
+// `db` if given, else default_tuning_db_path() (which throws when no cache directory can be
+// chosen: no TILENORM_TUNING_DB, TILENORM_CACHE_DIR, XDG_CACHE_HOME or HOME).
+std::filesystem::path database_path(const std::filesystem::path& db);
+
+// The --help text.
+std::string usage_text();
 
 // The hidden sizes --all tunes.
 const std::vector<std::int64_t>& all_hidden_sizes();

@@ -31,7 +31,7 @@ class FileDescriptor {
 
 // What read_regular_file found.
 struct FileContents {
-  bool exists = false;     // false: there is no file at the path (ENOENT)
+  bool exists = false;     // false: there is no file at the path (ENOENT, ENOTDIR)
   bool too_large = false;  // the file has more than max_bytes bytes; `bytes` is then empty
   std::uintmax_t size = 0;
   std::string bytes;

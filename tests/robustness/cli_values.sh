@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Bad values are rejected before any output (exit 2, empty stdout, the flag and value named),
+# and a failed write to stdout is an error.
+# usage: cli_values.sh WORK_DIR TOOL_DIR
+source "$(dirname "$0")/lib.sh" "$1"
+tools="$2"
+run 2 "$tools/tilenorm-dump" --kernel rms_norm --n ""
+[ ! -s "$work/out" ] || fail "--n '' printed to stdout"
+for value in 0 -5 abc 99999999999 1e3 " 7" 0x10; do
+  run 2 "$tools/tilenorm-dump" --kernel rms_norm --n "$value"
+  [ ! -s "$work/out" ] || fail "--n '$value' printed to stdout"
+  expect_in "$work/err" "tilenorm-dump: error: --n must be a whole number from 1 to 1073741824, got '$value'"
+  run 2 "$tools/tilenorm-tune" --dry-run "--n=$value"
+  [ ! -s "$work/out" ] || fail "tune --n '$value' printed to stdout"
+  expect_in "$work/err" "tilenorm-tune: error: --n must be a whole number"
+done
+run 2 "$tools/tilenorm-dump" --kernel rms_norm --source-only --ir-only
+expect_in "$work/err" "tilenorm-dump: error: --source-only excludes --ir-only"
+run 2 "$tools/tilenorm-dump" --kernel softmax
+expect_in "$work/err" "unknown kernel 'softmax'"
+run 0 "$tools/tilenorm-dump" --kernel rms_norm --dtype bf16/fp32 --ir-only
+run 0 "$tools/tilenorm-dump" --kernel=layer_norm --n=2048 --dtype=fp16 --source-only
+expect_in "$work/out" "N 2048"
+for tool in "tilenorm-dump --kernel rms_norm" "tilenorm-tune --dry-run --n 1024" \
+  "tilenorm-dump --help" "tilenorm-tune --version"; do
+  # shellcheck disable=SC2086
+  "$tools"/$tool >/dev/full 2>"$work/err"
+  status=$?
+  [ "$status" = 1 ] || fail "$tool >/dev/full exited with $status, expected 1"
+  expect_in "$work/err" "error: cannot write to standard output"
+done
+echo "ok"
