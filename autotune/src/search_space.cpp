@@ -30,7 +30,7 @@ std::vector<int> domain_for_field(const std::string& field, DType io_dtype, DTyp
   if (field == "vec") return powers_of_two(1, widest_vec(io_dtype, param_dtype));
   if (field == "row_storage") {
     return {static_cast<int>(RowStorage::registers), static_cast<int>(RowStorage::shared),
-            static_cast<int>(RowStorage::global)};
+            static_cast<int>(RowStorage::global), static_cast<int>(RowStorage::prefetched)};
   }
   throw Error("KernelConfig field '" + field +
               "' has no autotuning domain: add one to domain_for_field() in "
@@ -141,7 +141,7 @@ std::optional<PrunedCandidate> prune(const Context& context, const KernelConfig&
                       std::to_string(threads) +
                       "-thread CTA; past 256 threads more rows per CTA only coarsen scheduling");
   }
-  if (static_cast<RowStorage>(config.row_storage) != RowStorage::registers) {
+  if (!rows_in_registers(static_cast<RowStorage>(config.row_storage))) {
     KernelSpec in_registers = spec;
     in_registers.config.row_storage = static_cast<int>(RowStorage::registers);
     std::int64_t row_inputs = 0;

@@ -29,6 +29,8 @@ std::string_view row_storage_name(RowStorage storage) {
       return "shared";
     case RowStorage::global:
       return "global";
+    case RowStorage::prefetched:
+      return "prefetched";
   }
   return "?";
 }
@@ -338,7 +340,7 @@ class Emitter {
 
   // A persistent kernel with the rows in registers fetches the next row block's raw chunks
   // while it works on the current one, so its loads overlap the reductions and barriers.
-  bool prefetching() const { return plan_.persistent && storage_ == RowStorage::registers; }
+  bool prefetching() const { return storage_ == RowStorage::prefetched; }
 
   // Emits raw-chunk loads of row block `block_expr` into in<i>_next.
   void emit_fetch(const std::string& block_expr) {
@@ -384,7 +386,7 @@ class Emitter {
       out_ << "  " << (s.role == ir::Role::read ? "const " : "") << slot_type(s) << "* row" << i
            << " = p_" << s.name << " + safe_row * stride_" << s.name << ";\n";
     }
-    if (storage_ == RowStorage::registers) emit_preload();
+    if (rows_in_registers(storage_)) emit_preload();
     emit_row_scalars(-1);
     for (std::size_t phase = 0; phase < lp_.reduction_phases.size(); ++phase) {
       emit_pass(static_cast<int>(phase));
@@ -399,32 +401,33 @@ class Emitter {
     out_ << "  }\n";
   }
 
+  // Rows in registers are held raw (16-bit types packed two to a register) and converted to
+  // fp32 chunk by chunk in each pass: half the registers of fp32 copies, for one cheap
+  // conversion per element and pass.
+  std::string raw_type(const ir::Slot& s) const {
+    return "typename tn::RawVector<sizeof(" + slot_type(s) + ") * VEC>::type";
+  }
+
   void emit_preload() {
-    if (prefetching()) {
-      for (std::size_t i = 0; i < p_.slots.size(); ++i) {
-        const ir::Slot& s = p_.slots[i];
-        if (s.role != ir::Role::read || s.shape != Shape::tile) continue;
-        out_ << "  float in" << i << "_regs[ITERS][VEC];\n"
-             << "#pragma unroll\n  for (int it = 0; it < ITERS; ++it) tn::unpack_chunk<"
-             << slot_type(s) << ", VEC>(in" << i << "_next[it], in" << i << "_regs[it]);\n";
-      }
-      emit_fetch("block + gridDim.x");
-      return;
-    }
     for (std::size_t i = 0; i < p_.slots.size(); ++i) {
       const ir::Slot& s = p_.slots[i];
       if (s.role == ir::Role::read && s.shape == Shape::tile)
-        out_ << "  float in" << i << "_regs[ITERS][VEC];\n";
+        out_ << "  " << raw_type(s) << " in" << i << "_raw[ITERS];\n";
     }
     out_ << "#pragma unroll\n  for (int it = 0; it < ITERS; ++it) {\n"
          << "    const int c0 = (it * TPR + lane) * VEC;\n";
     for (std::size_t i = 0; i < p_.slots.size(); ++i) {
       const ir::Slot& s = p_.slots[i];
       if (s.role != ir::Role::read || s.shape != Shape::tile) continue;
-      out_ << "    if (row_valid && c0 < N) tn::load_chunk<" << slot_type(s) << ", VEC, N>(row" << i
-           << ", c0, in" << i << "_regs[it]);\n    else tn::zero(in" << i << "_regs[it]);\n";
+      if (prefetching()) {
+        out_ << "    in" << i << "_raw[it] = in" << i << "_next[it];\n";
+      } else {
+        out_ << "    in" << i << "_raw[it] = row_valid && c0 < N ? tn::fetch_chunk<" << slot_type(s)
+             << ", VEC, N>(row" << i << ", c0) : tn::raw_zero<" << slot_type(s) << ", VEC>();\n";
+      }
     }
     out_ << "  }\n";
+    if (prefetching()) emit_fetch("block + gridDim.x");
   }
 
   // The row-varying nodes needed to compute `roots`, in topological order.
@@ -476,7 +479,7 @@ class Emitter {
       out_ << "  float acc" << r << " = tn::identity<" << reduce_op_constant(g_.node(r).op)
            << ">();\n";
     }
-    const bool unroll_fully = storage_ == RowStorage::registers || geo_.iters <= 4 ||
+    const bool unroll_fully = rows_in_registers(storage_) || geo_.iters <= 4 ||
                               !column_sums.empty();
     out_ << (unroll_fully ? "#pragma unroll\n" : "#pragma unroll 4\n");
     out_ << "  for (int it = 0; it < ITERS; ++it) {\n"
@@ -522,8 +525,9 @@ class Emitter {
   void emit_row_load(int index) {
     const std::string i = std::to_string(index);
     const std::string t = slot_type(slot(index));
-    if (storage_ == RowStorage::registers) {
-      out_ << "      const float (&in" << i << ")[VEC] = in" << i << "_regs[it];\n";
+    if (rows_in_registers(storage_)) {
+      out_ << "      float in" << i << "[VEC];\n      tn::unpack_chunk<" << t << ", VEC>(in" << i
+           << "_raw[it], in" << i << ");\n";
       return;
     }
     out_ << "      float in" << i << "[VEC];\n";
@@ -783,17 +787,27 @@ std::optional<std::string> config_problem(const LoweredProgram& lp, const Kernel
     return "vec must be a power of two with vec * element size <= 16 bytes, got " +
            std::to_string(c.vec);
   }
-  if (c.row_storage < 0 || c.row_storage > 2) {
-    return "row_storage must be 0 (registers), 1 (shared) or 2 (global), got " +
+  if (c.row_storage < 0 || c.row_storage > 3) {
+    return "row_storage must be 0 (registers), 1 (shared), 2 (global) or 3 (prefetched), got " +
            std::to_string(c.row_storage);
   }
+  const auto storage = static_cast<RowStorage>(c.row_storage);
+  if (storage == RowStorage::prefetched && !plan_kernels(lp).persistent) {
+    return "prefetched rows need a persistent kernel (a program that sums across rows)";
+  }
   const Geometry g = geometry(spec);
-  if (static_cast<RowStorage>(c.row_storage) == RowStorage::registers) {
-    // Each row input keeps ITERS * VEC floats per thread, and so does each column partial sum.
-    std::int64_t arrays = plan_kernels(lp).column_partials;
-    for (const ir::Slot& slot : lp.program.slots)
-      arrays += slot.role == ir::Role::read && slot.shape == ir::Shape::tile;
-    const std::int64_t held = g.iters * c.vec * arrays;
+  if (rows_in_registers(storage)) {
+    // Each column partial sum keeps ITERS * VEC floats per thread.
+    const std::int64_t column_partials = plan_kernels(lp).column_partials;
+    std::int64_t raw_bytes = 0;
+    for (const ir::Slot& slot : lp.program.slots) {
+      if (slot.role != ir::Role::read || slot.shape != ir::Shape::tile) continue;
+      raw_bytes += static_cast<std::int64_t>(dtype_size(slot.dtype.value_or(spec.io_dtype)));
+    }
+    // Row inputs are held raw (two 16-bit values per register), twice when prefetching.
+    const std::int64_t raw_registers =
+        g.iters * c.vec * raw_bytes / 4 * (storage == RowStorage::prefetched ? 2 : 1);
+    const std::int64_t held = g.iters * c.vec * column_partials + raw_registers;
     const std::int64_t budget = std::min<std::int64_t>(255, 65536 / threads) - 40;
     if (held > budget) {
       return "the row does not fit in registers (" + std::to_string(held) +

@@ -23,7 +23,13 @@ enum class RowStorage : int {
   registers = 0,  // loaded once into registers (fastest, needs the row to fit)
   shared = 1,     // stashed in shared memory on the first pass
   global = 2,     // re-read from global memory (L2) on every pass; any N
+  prefetched = 3, // registers, with the next row block's loads in flight while this one is
+                  // worked on (persistent kernels, i.e. programs that sum across rows)
 };
+// Whether the rows live in registers (registers or prefetched).
+constexpr bool rows_in_registers(RowStorage storage) {
+  return storage == RowStorage::registers || storage == RowStorage::prefetched;
+}
 std::string_view row_storage_name(RowStorage storage);
 
 // The tunable knobs, baked into the generated source as constexpr values.
