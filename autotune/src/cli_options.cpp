@@ -51,7 +51,7 @@ struct Parser {
   TuneCommand tune;
   ShowCommand show;
   MergeCommand merge;
-  std::vector<std::string> kernels, dtypes, ns, ms;
+  std::vector<std::string> kernels, dtypes, ns, ms, passes;
   std::string db, show_db, merge_output;
   std::vector<std::string> merge_inputs;
   bool all = false;
@@ -66,6 +66,11 @@ struct Parser {
                     "built-in kernels (default: all): layer_norm, layer_norm_no_bias, "
                     "layer_norm_no_affine, rms_norm, rms_norm_no_weight",
                     "NAME[,...]");
+    cli::add_values(app, "--pass", passes,
+                    "forward (default), backward (the derived backward reading the saved "
+                    "statistics: <kernel>_backward) and recompute (<kernel>_backward_recompute); "
+                    "the pass is part of the tuned program's identity, so of its database key",
+                    "PASS[,...]");
     cli::add_values(app, "--dtype", dtypes,
                     "bf16, fp16 or fp32, or IO/PARAM such as bf16/fp32 (default: bf16,fp32)",
                     "T[,...]");
@@ -126,6 +131,32 @@ struct Parser {
     return finish_tune();
   }
 
+  // Each kernel once per pass: layer_norm with --pass backward is layer_norm_backward.
+  std::vector<std::string> with_passes(const std::vector<std::string>& kernels) const {
+    std::vector<std::string> pass_names;
+    convert_list("--pass", passes, pass_names, [](const std::string& text) { return text; });
+    if (pass_names.empty()) return kernels;
+    std::vector<std::string> expanded;
+    for (const std::string& pass : pass_names) {
+      const char* suffix = pass == "forward"     ? ""
+                           : pass == "backward"  ? "_backward"
+                           : pass == "recompute" ? "_backward_recompute"
+                                                 : nullptr;
+      if (!suffix) {
+        throw UsageError("--pass: unknown pass '" + pass +
+                         "' (expected forward, backward or recompute)");
+      }
+      for (const std::string& kernel : kernels) {
+        if (kernel.find("_backward") != std::string::npos) {
+          throw UsageError("--pass with --kernel " + kernel +
+                           ": name the forward kernel, the pass picks its backward");
+        }
+        expanded.push_back(cli::parse_kernel_name("--kernel", kernel + suffix));
+      }
+    }
+    return expanded;
+  }
+
   TuneCommand finish_tune() {
     convert_list("--kernel", kernels, tune.kernels,
                  [](const std::string& text) { return cli::parse_kernel_name("--kernel", text); });
@@ -145,8 +176,11 @@ struct Parser {
       tune.ns = all_hidden_sizes();
     }
     if (tune.kernels.empty()) {
-      for (const auto& kernel : kernels::builtin_kernels()) tune.kernels.push_back(kernel.name);
+      for (const auto& kernel : kernels::builtin_kernels()) {
+        if (kernel.name.find("_backward") == std::string::npos) tune.kernels.push_back(kernel.name);
+      }
     }
+    tune.kernels = with_passes(tune.kernels);
     if (tune.dtypes.empty()) tune.dtypes = {{DType::bf16, DType::bf16}, {DType::f32, DType::f32}};
     if (app.count("--db") && db.empty()) throw UsageError("--db needs a non-empty path");
     tune.db = db;
