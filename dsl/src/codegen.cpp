@@ -56,7 +56,15 @@ KernelPlan plan_kernels(const LoweredProgram& lp) {
     else
       ++plan.scalar_partials;
   }
-  plan.persistent = plan.needs_finish();
+  // Column and scalar outputs are written once, by the finishing kernel, also when they are
+  // not sums (a gradient that is identically zero).
+  for (const ir::Slot& slot : lp.program.slots) {
+    plan.finish =
+        plan.finish || (slot.role == ir::Role::written &&
+                        (slot.shape == ir::Shape::column || slot.shape == ir::Shape::scalar));
+  }
+  plan.finish = plan.finish || plan.column_partials + plan.scalar_partials > 0;
+  plan.persistent = plan.finish;
   return plan;
 }
 
@@ -116,8 +124,8 @@ Geometry geometry(const KernelSpec& spec) {
 // One row input's shared-memory stash for a CTA, rounded to 16 bytes so the next one stays
 // aligned for vector access.
 std::size_t stash_bytes(const Geometry& g, const KernelSpec& spec, DType dtype) {
-  const std::size_t bytes = static_cast<std::size_t>(g.chunks * spec.config.vec) * dtype_size(dtype) *
-                            static_cast<std::size_t>(spec.config.rows_per_cta);
+  const std::size_t bytes = static_cast<std::size_t>(g.chunks * spec.config.vec) *
+                            dtype_size(dtype) * static_cast<std::size_t>(spec.config.rows_per_cta);
   return (bytes + 15) / 16 * 16;
 }
 
@@ -206,7 +214,8 @@ class Emitter {
   std::string ref(NodeId id) const {
     const Node& n = g_.node(id);
     if (n.op == Op::load && n.shape == Shape::tile) return "in" + std::to_string(n.index) + "[v]";
-    if (n.op == Op::load && n.shape == Shape::column) return "col" + std::to_string(n.index) + "[v]";
+    if (n.op == Op::load && n.shape == Shape::column)
+      return "col" + std::to_string(n.index) + "[v]";
     switch (n.shape) {
       case Shape::scalar:
         return "s" + std::to_string(id);
@@ -226,7 +235,8 @@ class Emitter {
     const Node& n = g_.node(id);
     if (n.op == Op::load) {
       const ir::Slot& s = slot(n.index);
-      return s.shape == Shape::scalar ? "sc_" + s.name : "(row_valid ? p_" + s.name + "[row] : 0.0f)";
+      return s.shape == Shape::scalar ? "sc_" + s.name
+                                      : "(row_valid ? p_" + s.name + "[row] : 0.0f)";
     }
     if (n.op == Op::constant) return float_literal(n.value);
     if (ir::is_reduction(n.op)) {
@@ -273,7 +283,9 @@ class Emitter {
           add(ParamKind::slot_stride, index, "long long stride_" + s.name);
           break;
         case Shape::column:
-          if (read) add(ParamKind::slot_pointer, index, "const " + slot_type(s) + "* __restrict__ p_" + s.name);
+          if (read)
+            add(ParamKind::slot_pointer, index,
+                "const " + slot_type(s) + "* __restrict__ p_" + s.name);
           break;
         case Shape::row_scalar:
           add(ParamKind::slot_pointer, index,
@@ -376,10 +388,11 @@ class Emitter {
       }
       emit_fetch("blockIdx.x");
     }
-    out_ << "  for (long long block = blockIdx.x; block * RPC < rows; block += gridDim.x) {\n"
-         << "  const long long row = block * RPC + row_in_cta;\n"
-         << "  const bool row_valid = row < rows;\n"
-         << "  const long long safe_row = row_valid ? row : 0;  // rows past the end load nothing\n";
+    out_
+        << "  for (long long block = blockIdx.x; block * RPC < rows; block += gridDim.x) {\n"
+        << "  const long long row = block * RPC + row_in_cta;\n"
+        << "  const bool row_valid = row < rows;\n"
+        << "  const long long safe_row = row_valid ? row : 0;  // rows past the end load nothing\n";
     for (std::size_t i = 0; i < p_.slots.size(); ++i) {
       const ir::Slot& s = p_.slots[i];
       if (s.shape != Shape::tile || (s.role == ir::Role::read && prefetching())) continue;
@@ -479,8 +492,8 @@ class Emitter {
       out_ << "  float acc" << r << " = tn::identity<" << reduce_op_constant(g_.node(r).op)
            << ">();\n";
     }
-    const bool unroll_fully = rows_in_registers(storage_) || geo_.iters <= 4 ||
-                              !column_sums.empty();
+    const bool unroll_fully =
+        rows_in_registers(storage_) || geo_.iters <= 4 || !column_sums.empty();
     out_ << (unroll_fully ? "#pragma unroll\n" : "#pragma unroll 4\n");
     out_ << "  for (int it = 0; it < ITERS; ++it) {\n"
          << "    const int c0 = (it * TPR + lane) * VEC;\n"
@@ -512,7 +525,8 @@ class Emitter {
       out_ << "        if (row_valid) xacc" << r << "[it][v] += " << ref(g_.node(r).args[0])
            << ";\n";
     }
-    for (std::size_t i : outputs) out_ << "        out" << i << "[v] = " << ref(slot(static_cast<int>(i)).value) << ";\n";
+    for (std::size_t i : outputs)
+      out_ << "        out" << i << "[v] = " << ref(slot(static_cast<int>(i)).value) << ";\n";
     out_ << "      }\n";
     for (std::size_t i : outputs) {
       out_ << "      if (row_valid) tn::store_chunk<" << slot_type(slot(static_cast<int>(i)))
@@ -537,8 +551,8 @@ class Emitter {
       stashed_[index] = true;
     } else if (storage_ == RowStorage::shared) {
       // Each thread reads back only the chunks it stashed itself, so no barrier is needed.
-      out_ << "      if (row_valid) tn::load_chunk<" << t << ", VEC, N>(stash" << i << ", c0, in" << i
-           << ");\n      else tn::zero(in" << i << ");\n";
+      out_ << "      if (row_valid) tn::load_chunk<" << t << ", VEC, N>(stash" << i << ", c0, in"
+           << i << ");\n      else tn::zero(in" << i << ");\n";
     } else {
       out_ << "      if (row_valid) tn::load_chunk<" << t << ", VEC, N>(row" << i << ", c0, in" << i
            << ");\n      else tn::zero(in" << i << ");\n";
@@ -587,7 +601,8 @@ class Emitter {
 
   void emit_stats() {
     bool any = false;
-    for (const ir::Slot& s : p_.slots) any = any || (s.role == ir::Role::written && s.shape == Shape::row_scalar);
+    for (const ir::Slot& s : p_.slots)
+      any = any || (s.role == ir::Role::written && s.shape == Shape::row_scalar);
     if (!any) return;
     out_ << "  if (row_valid && lane == 0) {  // a null statistic pointer means: not wanted\n";
     for (const ir::Slot& s : p_.slots) {
@@ -600,11 +615,12 @@ class Emitter {
   // Each CTA leaves its partial sums in the workspace: combined over its row groups in shared
   // memory when that fits, else one partial row per row group.
   void emit_partials() {
-    if (!plan_.needs_finish()) return;
+    if (plan_.column_partials + plan_.scalar_partials == 0) return;
     out_ << "  // Partial sums of the cross-row reductions.\n"
          << "  const long long tn_columns_floats = tn_partial_rows * N;\n";
     if (combine_ && plan_.column_partials > 0) out_ << "  __shared__ float tn_combine[RPC * N];\n";
-    if (combine_ && plan_.scalar_partials > 0) out_ << "  __shared__ float tn_combine_scalar[RPC];\n";
+    if (combine_ && plan_.scalar_partials > 0)
+      out_ << "  __shared__ float tn_combine_scalar[RPC];\n";
     int column = 0, scalar = 0;
     for (NodeId r : lp_.cross_row_reductions) {
       const bool is_column = ir::varies_along_row(g_.node(r).shape);
@@ -622,7 +638,8 @@ class Emitter {
                << "      for (int g = 0; g < RPC; ++g) total += tn_combine[g * N + c];\n"
                << "      dst[static_cast<long long>(blockIdx.x) * N + c] = total;\n    }\n";
         } else {
-          out_ << "    float* mine = dst + (static_cast<long long>(blockIdx.x) * RPC + row_in_cta) * N;\n"
+          out_ << "    float* mine = dst + (static_cast<long long>(blockIdx.x) * RPC + row_in_cta) "
+                  "* N;\n"
                << "#pragma unroll\n    for (int it = 0; it < ITERS; ++it) {\n"
                << "      const int c0 = (it * TPR + lane) * VEC;\n"
                << "#pragma unroll\n      for (int v = 0; v < VEC; ++v)\n"
@@ -634,12 +651,15 @@ class Emitter {
         out_ << "  {\n    float* dst = tn_workspace + " << plan_.column_partials
              << " * tn_columns_floats + " << scalar << " * tn_partial_rows;\n";
         if (combine_) {
-          out_ << "    __syncthreads();\n    if (lane == 0) tn_combine_scalar[row_in_cta] = xacc" << r
-               << ";\n    __syncthreads();\n    if (threadIdx.x == 0) {\n      float total = 0.0f;\n"
-               << "      for (int g = 0; g < RPC; ++g) total += tn_combine_scalar[g];\n"
-               << "      dst[blockIdx.x] = total;\n    }\n";
+          out_
+              << "    __syncthreads();\n    if (lane == 0) tn_combine_scalar[row_in_cta] = xacc"
+              << r
+              << ";\n    __syncthreads();\n    if (threadIdx.x == 0) {\n      float total = 0.0f;\n"
+              << "      for (int g = 0; g < RPC; ++g) total += tn_combine_scalar[g];\n"
+              << "      dst[blockIdx.x] = total;\n    }\n";
         } else {
-          out_ << "    if (lane == 0) dst[static_cast<long long>(blockIdx.x) * RPC + row_in_cta] = xacc"
+          out_ << "    if (lane == 0) dst[static_cast<long long>(blockIdx.x) * RPC + row_in_cta] = "
+                  "xacc"
                << r << ";\n";
         }
         out_ << "  }\n";
@@ -700,7 +720,8 @@ class Emitter {
                 "total += src[p];\n"
              << "    tn_scalar[threadIdx.x] = total;\n    __syncthreads();\n"
              << "    for (int half = COLS * GROUPS / 2; half > 0; half /= 2) {\n"
-             << "      if (threadIdx.x < half) tn_scalar[threadIdx.x] += tn_scalar[threadIdx.x + half];\n"
+             << "      if (threadIdx.x < half) tn_scalar[threadIdx.x] += tn_scalar[threadIdx.x + "
+                "half];\n"
              << "      __syncthreads();\n    }\n"
              << "    f" << r << " = tn_scalar[0];\n    __syncthreads();\n  }\n";
       }
@@ -745,8 +766,8 @@ class Emitter {
         out_ << "  if (group == 0 && c < N) p_" << s.name << "[c] = tn::from_float<" << slot_type(s)
              << ">(" << finish_ref(s.value) << ");\n";
       if (s.shape == Shape::scalar)
-        out_ << "  if (blockIdx.x == 0 && threadIdx.x == 0) p_" << s.name << "[0] = "
-             << finish_ref(s.value) << ";\n";
+        out_ << "  if (blockIdx.x == 0 && threadIdx.x == 0) p_" << s.name
+             << "[0] = " << finish_ref(s.value) << ";\n";
     }
     out_ << "}\n";
   }

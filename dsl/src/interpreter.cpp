@@ -9,6 +9,7 @@
 
 #include "tilenorm/dsl/error.hpp"
 #include "tilenorm/dsl/ops.hpp"
+#include "tilenorm/dsl/passes.hpp"
 
 namespace tilenorm {
 namespace {
@@ -189,6 +190,7 @@ std::size_t slot_elements(Shape shape, std::int64_t rows, std::int64_t cols) {
 }
 
 InterpreterOutputs interpret(const ir::Program& p, const InterpreterInputs& in) {
+  passes::verify(p);  // what follows assumes a program that makes sense
   check_inputs(p, in);
   InterpreterOutputs out;
   out.slots.resize(p.slots.size());

@@ -1,9 +1,11 @@
+#include <algorithm>
 #include <functional>
 #include <optional>
 #include <unordered_map>
 
 #include "tilenorm/dsl/autodiff.hpp"
 #include "tilenorm/dsl/error.hpp"
+#include "tilenorm/dsl/names.hpp"
 #include "tilenorm/dsl/ops.hpp"
 #include "tilenorm/dsl/passes.hpp"
 
@@ -30,12 +32,27 @@ NodeId reduce_to(ir::Graph& g, NodeId value, Shape target) {
 
 class Adjoints : public ir::GradientBuilder {
  public:
-  Adjoints(ir::Graph& g, std::size_t forward_nodes) : g_(g), adjoint_(forward_nodes) {}
+  Adjoints(ir::Graph& g, const ir::Graph& forward)
+      : g_(g), forward_(forward), adjoint_(forward.size()) {}
 
   ir::Graph& graph() override { return g_; }
+  // Contributions are kept broadcast: one that does not vary along the row, for a node that
+  // does, stands for N equal per-element contributions. Where the argument does not vary along
+  // the row either, nothing will sum them later, so the sum (N times the value) is taken here.
   void add(int arg, NodeId contribution) override {
     const NodeId target = current_args_[arg];
     if (!needs_[target]) return;
+    const Shape target_shape = forward_.node(target).shape;
+    if (ir::varies_along_row(current_shape_) && !ir::varies_along_row(target_shape) &&
+        !ir::varies_along_row(g_.node(contribution).shape)) {
+      contribution = g_.binary(Op::mul, contribution, g_.row_length());
+    }
+    if (ir::varies_across_rows(current_shape_) && !ir::varies_across_rows(target_shape) &&
+        !ir::varies_across_rows(g_.node(contribution).shape)) {
+      // Needs M, which no IR node names; every adjoint derives from a row output's incoming
+      // gradient, which varies across rows, so this does not happen.
+      throw ProgramError("autodiff: a gradient broadcast across rows has no row count to sum");
+    }
     accumulate(target, contribution);
   }
   void accumulate(NodeId forward_id, NodeId contribution) {
@@ -45,19 +62,22 @@ class Adjoints : public ir::GradientBuilder {
   std::optional<NodeId> adjoint(NodeId forward_id) const { return adjoint_[forward_id]; }
   void set_current(const Node& forward_node) {
     for (int i = 0; i < 3; ++i) current_args_[i] = forward_node.args[i];
+    current_shape_ = forward_node.shape;
   }
   std::vector<bool> needs_;
 
  private:
   ir::Graph& g_;
+  const ir::Graph& forward_;
   std::vector<std::optional<NodeId>> adjoint_;
   std::array<NodeId, 3> current_args_{};
+  Shape current_shape_ = Shape::tile;
 };
 
 // Rebuilds `p` through `replace` (old id -> new id, or nothing to copy the node), dropping dead
 // nodes.
-ir::Program rebuild_replacing(const ir::Program& p,
-                              const std::function<std::optional<NodeId>(NodeId, ir::Graph&)>& replace) {
+ir::Program rebuild_replacing(
+    const ir::Program& p, const std::function<std::optional<NodeId>(NodeId, ir::Graph&)>& replace) {
   auto graph = std::make_shared<ir::Graph>();
   std::unordered_map<NodeId, NodeId> mapped;
   for (NodeId id : p.reachable_nodes()) {
@@ -144,6 +164,20 @@ ir::Program backward(const ir::Program& forward_in, const BackwardOptions& optio
     throw ProgramError("program '" + fwd.name +
                        "': no slot needs a gradient (mark inputs, columns or scalars Grad::yes)");
   }
+  // Gradient names must be new names and valid ones: said here, where they are made.
+  auto check_new_name = [&](const std::string& name, const std::string& of) {
+    if (fwd.find_slot(name)) {
+      throw ProgramError("program '" + fwd.name + "': the gradient of '" + of +
+                         "' would be called '" + name +
+                         "', which the program already uses; rename that slot");
+    }
+    check_slot_name(fwd.name, name);
+  };
+  for (const ir::Slot& s : fwd.slots) {
+    if ((s.role == Role::read && s.needs_grad) ||
+        (s.role == Role::written && s.shape == Shape::tile))
+      check_new_name(gradient_name(s.name), s.name);
+  }
   std::vector<std::int32_t> incoming(fwd.slots.size(), -1), saved_stat(fwd.slots.size(), -1);
   for (std::size_t i = 0; i < fwd.slots.size(); ++i) {
     const ir::Slot& s = fwd.slots[i];
@@ -159,7 +193,7 @@ ir::Program backward(const ir::Program& forward_in, const BackwardOptions& optio
   // The forward's values, in the new graph (recomputed unless replaced below).
   const std::vector<NodeId> order = fwd.reachable_nodes();
   std::vector<NodeId> value(fg.size(), 0);
-  Adjoints adjoints(g, fg.size());
+  Adjoints adjoints(g, fg);
   adjoints.needs_.assign(fg.size(), false);
   std::vector<NodeId> load_of_slot(fwd.slots.size(), 0);
   std::vector<bool> slot_loaded(fwd.slots.size(), false);
@@ -209,8 +243,8 @@ ir::Program backward(const ir::Program& forward_in, const BackwardOptions& optio
     if (slot_loaded[i]) adjoint = adjoints.adjoint(load_of_slot[i]);
     const NodeId gradient = adjoint ? reduce_to(g, *adjoint, s.shape) : g.constant(0.0);
     const bool fp32_only = s.shape == Shape::row_scalar || s.shape == Shape::scalar;
-    push({gradient_name(s.name), Role::written, s.shape, fp32_only ? std::optional(DType::f32) : s.dtype,
-          gradient, false});
+    push({gradient_name(s.name), Role::written, s.shape,
+          fp32_only ? std::optional(DType::f32) : s.dtype, gradient, false});
   }
 
   // Factor the reductions while the statistics are still expressions (so that a centered sum
@@ -233,7 +267,16 @@ ir::Program backward(const ir::Program& forward_in, const BackwardOptions& optio
           return graph.load(Shape::row_scalar, it->second);
         return std::nullopt;
       });
-  return passes::cse(passes::simplify(drop_unused_reads(result)));
+  ir::Program derived = passes::cse(passes::simplify(drop_unused_reads(result)));
+  const bool reads_rows =
+      std::any_of(derived.slots.begin(), derived.slots.end(),
+                  [](const ir::Slot& s) { return s.role == Role::read && s.shape == Shape::tile; });
+  if (!reads_rows) {
+    throw ProgramError("program '" + fwd.name +
+                       "': every gradient is identically zero (no Grad::yes slot is on a path "
+                       "from an output that carries a gradient), so there is nothing to compute");
+  }
+  return derived;
 }
 
 }  // namespace tilenorm

@@ -59,8 +59,9 @@ TEST_CASE("errors: builtin_program lists the valid names") {
         "layer_norm_no_bias_backward_recompute, layer_norm_no_affine_backward_recompute, "
         "rms_norm_backward_recompute, rms_norm_no_weight_backward_recompute)");
   // Names are matched exactly.
-  CHECK(message_of<tilenorm::Error>([] { tilenorm::kernels::builtin_program("RMS_NORM"); })
-            .starts_with("unknown kernel 'RMS_NORM' (built-in kernels: layer_norm, "));
+  CHECK(message_of<tilenorm::Error>([] {
+          tilenorm::kernels::builtin_program("RMS_NORM");
+        }).starts_with("unknown kernel 'RMS_NORM' (built-in kernels: layer_norm, "));
   CHECK(message_of<tilenorm::Error>([] {
           tilenorm::kernels::builtin_program("rms_norm_backward_saved");
         }).starts_with("unknown kernel 'rms_norm_backward_saved' (built-in kernels: "));
@@ -108,7 +109,7 @@ TEST_CASE("errors: lower() rejects a constant outside the fp32 range, naming it"
     p.output("y", x * w - 4e38);
   });
   CHECK(message_of<tilenorm::ProgramError>([&] { tilenorm::lower(tiny_negative); }) ==
-        "program 'shifted': the constant 4.0000000000000002e+38 is outside the fp32 range; "
+        "program 'shifted': the constant 3.9999999999999999e+38 is outside the fp32 range; "
         "kernels compute in fp32, so it would become infinity");
   // Inside the range it is fine, and so is an explicit infinity.
   const auto fine = tilenorm::dsl::make_program("fine", [](auto& p) {
@@ -141,6 +142,12 @@ TEST_CASE("errors: lower() names a slot whose name is not a valid identifier") {
   CHECK_NOTHROW(tilenorm::lower(input_named(std::string(64, 'x'))));
   CHECK(lower_error(input_named("tn_x")) ==
         "program 'named': row input name 'tn_x' uses the reserved prefix 'tn_'");
+
+  CHECK(lower_error(input_named("_x")) ==
+        "program 'named': slot name '_x' starts with '_' or contains \"__\" (reserved in "
+        "generated C++)");
+  CHECK(lower_error(input_named("for")) ==
+        "program 'named': slot name 'for' is a C++ or CUDA keyword");
 
   const auto column = tilenorm::dsl::make_program("named", [](auto& p) {
     auto x = p.input("x");
@@ -202,20 +209,30 @@ TEST_CASE("errors: backward() verifies the forward program first") {
     p.output("y", x * -1e39);
   });
   CHECK(message_of<tilenorm::ProgramError>([&] { tilenorm::backward(huge); })
-            .starts_with("program 'huge': the constant -1.0000000000000001e+39 is outside the "
+            .starts_with("program 'huge': the constant -9.9999999999999994e+38 is outside the "
                          "fp32 range"));
 }
 
-TEST_CASE("errors: a gradient name that collides with a forward slot is caught by lower()") {
+TEST_CASE("errors: backward() rejects a gradient name that is not a valid slot name") {
+  // The gradient of an input called o would be called do.
+  const auto short_name = tilenorm::dsl::make_program("short_names", [](auto& p) {
+    auto o = p.input("o");
+    p.output("y", o * 2.0);
+  });
+  CHECK(message_of<tilenorm::ProgramError>([&] { tilenorm::backward(short_name); }) ==
+        "program 'short_names': slot name 'do' is a C++ or CUDA keyword");
+}
+
+TEST_CASE("errors: backward() rejects a gradient name that collides with a forward slot") {
   // The incoming gradient of y is called dy; here the forward already reads a dy.
   const auto clash = tilenorm::dsl::make_program("clash", [](auto& p) {
     auto x = p.input("x");
     auto dy = p.input("dy", tilenorm::dsl::Grad::no);
     p.output("y", x * dy);
   });
-  const auto backward = tilenorm::backward(clash);
-  CHECK(message_of<tilenorm::ProgramError>([&] { tilenorm::lower(backward); }) ==
-        "program 'clash_backward': the name 'dy' is used twice");
+  CHECK(message_of<tilenorm::ProgramError>([&] { tilenorm::backward(clash); }) ==
+        "program 'clash': the gradient of 'y' would be called 'dy', which the program already "
+        "uses; rename that slot");
 }
 
 TEST_CASE("errors: generate_cuda names the program, the config and the problem") {
@@ -225,11 +242,12 @@ TEST_CASE("errors: generate_cuda names the program, the config and the problem")
   CHECK(message_of<tilenorm::ProgramError>([&] { tilenorm::generate_cuda(lowered, too_wide); }) ==
         "cannot generate 'layer_norm' with threads_per_row=256 rows_per_cta=1 vec=8 "
         "row_storage=2: vec must be a power of two with vec * element size <= 16 bytes, got 8");
+  // 1024 bf16 values per thread, held raw two to a register.
   const tilenorm::KernelSpec too_long{
       tilenorm::DType::bf16, tilenorm::DType::bf16, 1 << 20, {1024, 1, 8, 0}};
   CHECK(message_of<tilenorm::ProgramError>([&] { tilenorm::generate_cuda(lowered, too_long); }) ==
         "cannot generate 'layer_norm' with threads_per_row=1024 rows_per_cta=1 vec=8 "
-        "row_storage=0: the row does not fit in registers (1024 values per thread, budget 24)");
+        "row_storage=0: the row does not fit in registers (512 values per thread, budget 24)");
   const tilenorm::KernelSpec empty_row{
       tilenorm::DType::bf16, tilenorm::DType::bf16, 0, {128, 2, 8, 0}};
   CHECK(contains(message_of<tilenorm::Error>([&] { tilenorm::generate_cuda(lowered, empty_row); }),

@@ -200,8 +200,9 @@ constexpr std::int64_t kSweepSizes[] = {1, 7, 128, 1000, 1024, 4096, 5120, 12345
 
 // ---- the generated text
 
-TEST_CASE("codegen: the source is self-contained, bakes in N and names the kernel after the "
-          "program") {
+TEST_CASE(
+    "codegen: the source is self-contained, bakes in N and names the kernel after the "
+    "program") {
   for (const auto& name : builtin_names()) {
     CAPTURE(name);
     const tilenorm::LoweredProgram program = lowered(name);
@@ -235,18 +236,17 @@ TEST_CASE("codegen: the parameter lists follow the slots, in the order the param
       const KernelSpec spec{io, param, 1000, config(128, 2, 4, RowStorage::global)};
       const auto kernel = tilenorm::generate_cuda(program, spec);
       const bool cross_row = !program.cross_row_reductions.empty();
-      check_parameters(program.program, kernel.source, kernel.name, kernel.params, cross_row,
-                       false, io, param);
-      CHECK(kernel.params.back().kind ==
-            (cross_row ? ParamKind::partial_rows : ParamKind::rows));
+      check_parameters(program.program, kernel.source, kernel.name, kernel.params, cross_row, false,
+                       io, param);
+      CHECK(kernel.params.back().kind == (cross_row ? ParamKind::partial_rows : ParamKind::rows));
       REQUIRE(kernel.finish.has_value() == cross_row);
       if (kernel.finish) {
         CHECK(kernel.finish->name == kernel.name + "_finish");
         CHECK(kernel.finish->threads_per_block == 256);
         CHECK(contains(kernel.source, "extern \"C\" __global__ void __launch_bounds__(256)\n" +
                                           kernel.finish->name + "("));
-        check_parameters(program.program, kernel.source, kernel.finish->name,
-                         kernel.finish->params, cross_row, true, io, param);
+        check_parameters(program.program, kernel.source, kernel.finish->name, kernel.finish->params,
+                         cross_row, true, io, param);
       }
     }
   }
@@ -271,8 +271,8 @@ TEST_CASE("codegen: slots with their own dtype keep it") {
                         "const tn::fp16* __restrict__ p_w", "const float* __restrict__ p_b",
                         "tn::bf16* __restrict__ p_y", "long long stride_y",
                         "tn::fp16* __restrict__ p_y2", "long long stride_y2", "long long rows"});
-  check_parameters(lowered_program.program, kernel.source, kernel.name, kernel.params, false,
-                   false, DType::f16, DType::f32);
+  check_parameters(lowered_program.program, kernel.source, kernel.name, kernel.params, false, false,
+                   DType::f16, DType::f32);
   // The backward reads the same dtypes and writes the gradients in them.
   const auto backward = tilenorm::lower(tilenorm::backward(program));
   const auto backward_kernel = tilenorm::generate_cuda(backward, spec);
@@ -326,9 +326,9 @@ TEST_CASE("codegen: a CTA combines its row groups before writing partials when t
     int partials_per_cta;
   };
   const Case cases[] = {
-      {1024, config(128, 4, 8, RowStorage::global), 1},      // 4 * 1024 floats fit
-      {4096, config(256, 4, 8, RowStorage::global), 4},      // 4 * 4096 do not
-      {4096, config(1024, 1, 8, RowStorage::global), 1},     // one row group
+      {1024, config(128, 4, 8, RowStorage::global), 1},   // 4 * 1024 floats fit
+      {4096, config(256, 4, 8, RowStorage::global), 4},   // 4 * 4096 do not
+      {4096, config(1024, 1, 8, RowStorage::global), 1},  // one row group
       {8192, config(1024, 1, 8, RowStorage::global), 1},
   };
   for (const auto& c : cases) {
@@ -366,12 +366,9 @@ TEST_CASE("codegen: every written slot is stored by one of the kernels") {
   }
 }
 
-// Known library bug (reported): a column or scalar gradient that is identically zero (its slot
-// is only used through comparisons) has no reduction across rows, so no finishing kernel is
-// planned, and the main kernel has no parameter for it: nothing ever stores dw or dalpha.
-// The interpreter writes zeros. Remove should_fail once codegen stores such slots.
-TEST_CASE("codegen: a zero column or scalar gradient is still stored" *
-          doctest::should_fail(true)) {
+// A column or scalar gradient that is identically zero (its slot is only used through
+// comparisons) has no reduction across rows; the finishing kernel still stores it.
+TEST_CASE("codegen: a zero column or scalar gradient is still stored") {
   const auto gated = tilenorm::dsl::make_program("gated", [](auto& p) {
     auto x = p.input("x");
     auto w = p.column("w");
@@ -411,13 +408,13 @@ TEST_CASE("codegen: shared storage asks for dynamic shared memory, the others do
   for (const Case& c : {Case{"layer_norm", 1}, Case{"layer_norm_backward", 2}}) {
     CAPTURE(c.kernel);
     const tilenorm::LoweredProgram program = lowered(c.kernel);
-    for (RowStorage storage : {RowStorage::registers, RowStorage::shared, RowStorage::global}) {
+    for (RowStorage storage :
+         {RowStorage::registers, RowStorage::shared, RowStorage::global, RowStorage::prefetched}) {
       CAPTURE(tilenorm::row_storage_name(storage));
       const KernelSpec spec{DType::bf16, DType::bf16, 2048, config(256, 2, 8, storage)};
       if (tilenorm::config_problem(program, spec)) continue;
       const auto kernel = tilenorm::generate_cuda(program, spec);
-      const std::size_t expected =
-          storage == RowStorage::shared ? c.row_inputs * 2048 * 2 * 2 : 0;
+      const std::size_t expected = storage == RowStorage::shared ? c.row_inputs * 2048 * 2 * 2 : 0;
       CHECK(kernel.dynamic_shared_bytes == expected);
       CHECK(tilenorm::dynamic_shared_memory_bytes(program, spec) == expected);
       CHECK(contains(kernel.source, "extern __shared__") == (storage == RowStorage::shared));
@@ -450,10 +447,21 @@ TEST_CASE("codegen: config_problem names what is wrong with a configuration") {
   CHECK(tilenorm::config_problem(lowered("rms_norm"),
                                  {DType::bf16, DType::f32, 1024, config(128, 1, 8, registers)}) ==
         "vec must be a power of two with vec * element size <= 16 bytes, got 8");
-  CHECK(problem("rms_norm", DType::bf16, 1024, config(128, 1, 8, static_cast<RowStorage>(3))) ==
-        "row_storage must be 0 (registers), 1 (shared) or 2 (global), got 3");
+  CHECK(problem("rms_norm", DType::bf16, 1024, config(128, 1, 8, static_cast<RowStorage>(4))) ==
+        "row_storage must be 0 (registers), 1 (shared), 2 (global) or 3 (prefetched), got 4");
+  CHECK(problem("rms_norm", DType::bf16, 1024, config(128, 1, 8, static_cast<RowStorage>(-1))) ==
+        "row_storage must be 0 (registers), 1 (shared), 2 (global) or 3 (prefetched), got -1");
+  // 256 bf16 values per thread, held two to a register.
   CHECK(problem("rms_norm", DType::bf16, 262144, config(1024, 1, 8, registers)) ==
-        "the row does not fit in registers (256 values per thread, budget 24)");
+        "the row does not fit in registers (128 values per thread, budget 24)");
+  // Prefetching overlaps the next row block of a persistent kernel: forward kernels are not.
+  CHECK(problem("rms_norm", DType::bf16, 1024, config(128, 1, 8, RowStorage::prefetched)) ==
+        "prefetched rows need a persistent kernel (a program that sums across rows)");
+  CHECK(problem("rms_norm_no_weight_backward", DType::bf16, 1024,
+                config(128, 1, 8, RowStorage::prefetched)) ==
+        "prefetched rows need a persistent kernel (a program that sums across rows)");
+  CHECK(problem("rms_norm_backward", DType::bf16, 1024, config(128, 1, 8, RowStorage::prefetched))
+            .empty());
   CHECK(problem("rms_norm", DType::bf16, 0, config(128, 1, 8, registers)) ==
         "N must be at least 1, got 0");
   CHECK(problem("rms_norm", DType::bf16, (std::int64_t{1} << 30) + 1,
@@ -463,19 +471,52 @@ TEST_CASE("codegen: config_problem names what is wrong with a configuration") {
   CHECK(problem("rms_norm", DType::bf16, 262144, config(1024, 1, 8, RowStorage::shared)).empty());
 }
 
-TEST_CASE("codegen: the register budget counts every row input and every column partial") {
-  // 16 vectors of 8 per thread: 128 values per array, budget 255 - 40 for 32 threads.
-  const auto spec_config = config(32, 1, 8, RowStorage::registers);
-  CHECK(problem("rms_norm", DType::bf16, 4096, spec_config).empty());
-  // x and dy, plus the partial sums of dweight.
-  CHECK(problem("rms_norm_backward", DType::bf16, 4096, spec_config) ==
-        "the row does not fit in registers (384 values per thread, budget 215)");
-  // x and dy only.
-  CHECK(problem("rms_norm_no_weight_backward", DType::bf16, 4096, spec_config) ==
-        "the row does not fit in registers (256 values per thread, budget 215)");
-  // x and dy, plus dweight and dbias.
-  CHECK(problem("layer_norm_backward", DType::bf16, 2048, spec_config) ==
-        "the row does not fit in registers (256 values per thread, budget 215)");
+TEST_CASE("codegen: the register budget counts raw row values, prefetching and column partials") {
+  // 32 threads per row, so the budget is 255 - 40 registers. Rows in registers are held raw:
+  // a 16-bit value takes half a register, an fp32 value a whole one; prefetching holds the
+  // next row block too; each column partial sum takes one register per value.
+  const int threads = 32;
+  const std::int64_t budget = 255 - 40;
+  auto held = [&](std::int64_t n, int vec, std::int64_t raw_bytes, std::int64_t partials,
+                  bool prefetched) {
+    const std::int64_t iters = ((n + vec - 1) / vec + threads - 1) / threads;
+    return iters * vec * partials + iters * vec * raw_bytes / 4 * (prefetched ? 2 : 1);
+  };
+  auto too_big = [&](std::int64_t values) {
+    REQUIRE(values > budget);
+    return "the row does not fit in registers (" + std::to_string(values) +
+           " values per thread, budget " + std::to_string(budget) + ")";
+  };
+  const auto registers = config(threads, 1, 8, RowStorage::registers);
+  const auto prefetched = config(threads, 1, 8, RowStorage::prefetched);
+  const auto registers_fp32 = config(threads, 1, 4, RowStorage::registers);
+  // One row input: 8192 bf16 values are 256 per thread, 128 registers; in fp32, 256.
+  CHECK(held(8192, 8, 2, 0, false) <= budget);
+  CHECK(problem("rms_norm", DType::bf16, 8192, registers).empty());
+  CHECK(problem("rms_norm", DType::f32, 8192, registers_fp32) ==
+        too_big(held(8192, 4, 4, 0, false)));
+  // x and dy (128 registers at N = 4096), plus the partial sums of dweight (128).
+  CHECK(held(4096, 8, 4, 0, false) <= budget);
+  CHECK(problem("rms_norm_no_weight_backward", DType::bf16, 4096, registers).empty());
+  CHECK(problem("rms_norm_backward", DType::bf16, 4096, registers) ==
+        too_big(held(4096, 8, 4, 1, false)));
+  // dweight and dbias at N = 2048 (128), x and dy (64): fits, but not prefetched (64 more).
+  CHECK(held(2048, 8, 4, 2, false) <= budget);
+  CHECK(problem("layer_norm_backward", DType::bf16, 2048, registers).empty());
+  CHECK(problem("layer_norm_backward", DType::bf16, 2048, prefetched) ==
+        too_big(held(2048, 8, 4, 2, true)));
+  // A row input that fixes its own dtype counts with it.
+  const auto mixed = tilenorm::lower(tilenorm::dsl::make_program("mixed_rows", [](auto& p) {
+    auto x = p.input("x", tilenorm::dsl::Grad::yes, DType::f32);
+    auto z = p.input("z");
+    p.output("y", x * z);
+  }));
+  CHECK_FALSE(tilenorm::config_problem(mixed, {DType::bf16, DType::bf16, 4096,
+                                               config(threads, 1, 4, RowStorage::registers)})
+                  .has_value());
+  CHECK(tilenorm::config_problem(mixed, {DType::bf16, DType::bf16, 8192,
+                                         config(threads, 1, 4, RowStorage::registers)}) ==
+        too_big(held(8192, 4, 4 + 2, 0, false)));
 }
 
 TEST_CASE("codegen: generate_cuda refuses what config_problem reports") {
@@ -493,10 +534,13 @@ TEST_CASE("codegen: generate_cuda refuses what config_problem reports") {
   CHECK(contains(generate_error("rms_norm_no_weight", {DType::f32, DType::f32, 65536,
                                                        config(32, 1, 4, RowStorage::registers)}),
                  "the row does not fit in registers"));
-  CHECK(contains(generate_error("layer_norm_backward_recompute",
-                                {DType::bf16, DType::bf16, 2048,
-                                 config(32, 1, 8, RowStorage::registers)}),
-                 "cannot generate 'layer_norm_backward_recompute' with"));
+  CHECK(generate_error("rms_norm_backward",
+                       {DType::bf16, DType::bf16, 4096, config(32, 1, 8, RowStorage::registers)}) ==
+        "cannot generate 'rms_norm_backward' with threads_per_row=32 rows_per_cta=1 vec=8 "
+        "row_storage=0: the row does not fit in registers (256 values per thread, budget 215)");
+  CHECK(contains(generate_error("layer_norm", {DType::bf16, DType::bf16, 4096,
+                                               config(128, 2, 8, RowStorage::prefetched)}),
+                 "prefetched rows need a persistent kernel"));
 }
 
 // ---- the heuristic
@@ -533,12 +577,29 @@ TEST_CASE("codegen: the heuristic keeps rows in registers, then shared memory, t
   CHECK(storage(DType::f32, 32768) == RowStorage::shared);
   CHECK(storage(DType::f32, 65536) == RowStorage::global);  // 256 KiB: more than 227 KiB
   CHECK(storage(DType::bf16, 262144) == RowStorage::global);
-  // A backward kernel keeps two rows (x and dy): it leaves registers sooner.
-  const tilenorm::LoweredProgram backward = lowered("rms_norm_backward");
-  CHECK(static_cast<RowStorage>(heuristic_spec(backward, DType::bf16, 4096).config.row_storage) ==
-        RowStorage::registers);
-  CHECK(static_cast<RowStorage>(heuristic_spec(backward, DType::bf16, 12345).config.row_storage) ==
-        RowStorage::shared);
+  // A backward (persistent) kernel prefetches when few values per thread leave room; it keeps
+  // two rows (x and dy) and the column partials, so it leaves registers sooner.
+  auto backward_storage = [&](const char* name, DType dtype, std::int64_t n) {
+    return static_cast<RowStorage>(heuristic_spec(lowered(name), dtype, n).config.row_storage);
+  };
+  CHECK(backward_storage("rms_norm_backward", DType::bf16, 128) == RowStorage::prefetched);
+  CHECK(backward_storage("layer_norm_backward", DType::bf16, 128) == RowStorage::prefetched);
+  CHECK(backward_storage("rms_norm_backward", DType::bf16, 4096) == RowStorage::registers);
+  CHECK(backward_storage("layer_norm_backward", DType::bf16, 12345) == RowStorage::shared);
+  CHECK(backward_storage("layer_norm_backward", DType::f32, 32768) == RowStorage::global);
+  // Not persistent: no prefetching, even for short rows.
+  CHECK(backward_storage("rms_norm_no_weight_backward", DType::bf16, 128) == RowStorage::registers);
+  for (const auto& name : builtin_names()) {
+    if (!tilenorm::plan_kernels(lowered(name)).persistent) {
+      for (std::int64_t n : kSweepSizes) {
+        CAPTURE(name);
+        CAPTURE(n);
+        CHECK(static_cast<RowStorage>(
+                  heuristic_spec(lowered(name), DType::bf16, n).config.row_storage) !=
+              RowStorage::prefetched);
+      }
+    }
+  }
   // A narrower vector when the pointers are less aligned.
   const auto narrow = tilenorm::heuristic_config(program, DType::bf16, DType::bf16, 4096,
                                                  tilenorm::DeviceLimits::hopper(), 2);
@@ -578,8 +639,11 @@ std::vector<CompileResult> compile_all(const std::vector<CompileJob>& jobs) {
       try {
         const auto built = tilenorm::build_kernel(lowered(jobs[i].kernel), jobs[i].spec,
                                                   jobs[i].arch, /*use_disk_cache=*/false);
-        results[i] = {built.registers, built.spill_bytes, built.cubin.size(),
-                      built.generated.finish.has_value(), {}};
+        results[i] = {built.registers,
+                      built.spill_bytes,
+                      built.cubin.size(),
+                      built.generated.finish.has_value(),
+                      {}};
       } catch (const std::exception& error) {
         results[i].error = error.what();
       }
@@ -628,7 +692,8 @@ TEST_CASE("codegen: every built-in kernel, forward and backward, compiles for sm
       {DType::bf16, 262144},  // re-read from global memory
   };
   for (const char* name : {"rms_norm", "layer_norm"}) {
-    for (const auto& [dtype, n] : forward_shapes) add(name, heuristic_spec(lowered(name), dtype, n));
+    for (const auto& [dtype, n] : forward_shapes)
+      add(name, heuristic_spec(lowered(name), dtype, n));
   }
   for (RowStorage storage : {RowStorage::registers, RowStorage::shared, RowStorage::global}) {
     add("layer_norm", {DType::bf16, DType::bf16, 5120, config(256, 2, 8, storage)});
@@ -636,6 +701,10 @@ TEST_CASE("codegen: every built-in kernel, forward and backward, compiles for sm
   for (RowStorage storage : {RowStorage::shared, RowStorage::global}) {
     add("layer_norm_backward", {DType::bf16, DType::bf16, 5120, config(256, 2, 8, storage)});
   }
+  add("layer_norm_backward",
+      {DType::bf16, DType::bf16, 5120, config(512, 1, 8, RowStorage::prefetched)});
+  add("rms_norm_backward_recompute",
+      {DType::f16, DType::f16, 1000, config(128, 2, 8, RowStorage::prefetched)});
   // The shapes above cover every storage strategy through the heuristic too.
   CHECK(static_cast<RowStorage>(
             heuristic_spec(lowered("rms_norm"), DType::f32, 32768).config.row_storage) ==
@@ -643,6 +712,9 @@ TEST_CASE("codegen: every built-in kernel, forward and backward, compiles for sm
   CHECK(static_cast<RowStorage>(
             heuristic_spec(lowered("rms_norm"), DType::bf16, 262144).config.row_storage) ==
         RowStorage::global);
+  CHECK(static_cast<RowStorage>(
+            heuristic_spec(lowered("rms_norm_backward"), DType::f16, 7).config.row_storage) ==
+        RowStorage::prefetched);
 
   const auto results = compile_all(jobs);
   for (std::size_t i = 0; i < jobs.size(); ++i) {
@@ -676,8 +748,7 @@ TEST_CASE("codegen: every built-in kernel compiles for the other supported archi
     if (nvrtc_supports(arch)) {
       archs.push_back(arch);
     } else {
-      MESSAGE("NVRTC " << tilenorm::nvrtc_version() << " does not support " << arch
-                       << ": skipped");
+      MESSAGE("NVRTC " << tilenorm::nvrtc_version() << " does not support " << arch << ": skipped");
     }
   }
   CHECK_FALSE(nvrtc_supports("sm_30"));  // the probe can say no

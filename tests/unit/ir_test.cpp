@@ -222,17 +222,18 @@ TEST_CASE("ir: unary, select and reduction shapes") {
         Shape::scalar);
 }
 
-TEST_CASE("ir: reductions along an axis the value does not vary on, and dangling arguments, are "
-          "rejected") {
+TEST_CASE(
+    "ir: reductions along an axis the value does not vary on, and dangling arguments, are "
+    "rejected") {
   ShapedLeaves leaves;
   Graph& g = leaves.graph;
   CHECK(message_of_program_error([&] { g.reduce(Op::reduce_mean, leaves.row_scalar); }) ==
         "reduction 'mean' along_row needs a value that varies along the row, got a RowScalar");
   CHECK(message_of_program_error([&] { g.reduce(Op::reduce_max, leaves.scalar); }) ==
         "reduction 'max_reduce' along_row needs a value that varies along the row, got a Scalar");
-  CHECK(message_of_program_error(
-            [&] { g.reduce(Op::reduce_sum, leaves.column, Axis::across_rows); }) ==
-        "reduction 'sum' across_rows needs a value that varies across rows, got a Column");
+  CHECK(message_of_program_error([&] {
+          g.reduce(Op::reduce_sum, leaves.column, Axis::across_rows);
+        }) == "reduction 'sum' across_rows needs a value that varies across rows, got a Column");
   CHECK(message_of_program_error(
             [&] { g.reduce(Op::reduce_min, leaves.scalar, Axis::across_rows); }) ==
         "reduction 'min_reduce' across_rows needs a value that varies across rows, got a Scalar");

@@ -92,11 +92,13 @@ tilenorm::InterpreterOutputs interpret_on_random_inputs(const ir::Program& progr
     const auto count = tilenorm::slot_elements(slot.shape, inputs.rows, inputs.cols);
     switch (slot.shape) {
       case Shape::tile:
-        inputs.slots.back() = tilenorm::random_values(count, seed++, -2.0, 2.0, tilenorm::DType::f32);
+        inputs.slots.back() =
+            tilenorm::random_values(count, seed++, -2.0, 2.0, tilenorm::DType::f32);
         break;
       case Shape::column:
       case Shape::row_scalar:
-        inputs.slots.back() = tilenorm::random_values(count, seed++, 0.5, 1.5, tilenorm::DType::f32);
+        inputs.slots.back() =
+            tilenorm::random_values(count, seed++, 0.5, 1.5, tilenorm::DType::f32);
         break;
       case Shape::scalar:
         inputs.slots.back() = {scalar};
@@ -222,11 +224,10 @@ TEST_CASE("verify: rejects a program without a row input") {
         "program 'headless': declares no row input; a norm reads at least one [M, N] tensor");
   // A Column is not a row input.
   RawProgram column_only("column_only");
-  column_only.write("y", Shape::tile, column_only.read("w", Shape::column));
-  std::swap(column_only.program.slots[0], column_only.program.slots[1]);
-  column_only.program.slots[1].role = Role::read;
-  CHECK(verify_error(column_only.program).ends_with("declares no row input; a norm reads at "
-                                                    "least one [M, N] tensor"));
+  const auto w = column_only.read("w", Shape::column);
+  column_only.write("y", Shape::tile, w);
+  CHECK(verify_error(column_only.program) ==
+        "program 'column_only': declares no row input; a norm reads at least one [M, N] tensor");
 }
 
 TEST_CASE("verify: rejects a program that writes nothing") {
@@ -236,12 +237,14 @@ TEST_CASE("verify: rejects a program that writes nothing") {
   });
   CHECK(verify_error(program) ==
         "program 'reads_only': writes no row output; add one with output(name, tile)");
-  // Any written slot will do: a backward program may write only column gradients.
+  // A saved statistic alone is a side output, not an output.
   const auto stats_only = dsl::make_program("stats_only", [](auto& p) {
     auto x = p.input("x");
     p.save("mean", mean(x));
   });
-  CHECK_NOTHROW(passes::verify(stats_only));
+  CHECK(verify_error(stats_only) ==
+        "program 'stats_only': writes no row output; add one with output(name, tile)");
+  // A column output will do: a backward program may write only column gradients.
   RawProgram columns_only("columns_only");
   const auto x = columns_only.read("x", Shape::tile);
   columns_only.write("dw", Shape::column,
@@ -346,7 +349,8 @@ TEST_CASE("verify: rejects names that are not identifiers") {
         "program 'norm': saved statistic name 'rstd!'" + kIdentifierRule);
   const auto bad_row_output =
       dsl::make_program("norm", [](auto& p) { p.output("y.out", p.input("x")); });
-  CHECK(verify_error(bad_row_output) == "program 'norm': row output name 'y.out'" + kIdentifierRule);
+  CHECK(verify_error(bad_row_output) ==
+        "program 'norm': row output name 'y.out'" + kIdentifierRule);
 }
 
 TEST_CASE("verify: names are at most 64 characters, and unprintable ones are shown safely") {
@@ -362,9 +366,34 @@ TEST_CASE("verify: names are at most 64 characters, and unprintable ones are sho
       dsl::make_program(too_long, [](auto& p) { p.output("y", p.input("x")); });
   CHECK(verify_error(long_program) ==
         "program name '" + std::string(64, 'b') + "...'" + kIdentifierRule);
-  const auto control =
-      dsl::make_program("norm", [](auto& p) { p.output("y", p.input("x\n\ty")); });
+  const auto control = dsl::make_program("norm", [](auto& p) { p.output("y", p.input("x\n\ty")); });
   CHECK(verify_error(control) == "program 'norm': row input name 'x??y'" + kIdentifierRule);
+}
+
+TEST_CASE("verify: slot names may not start with '_', contain \"__\" or be keywords") {
+  auto input_named = [](const std::string& name) {
+    return dsl::make_program("norm", [&name](auto& p) { p.output("y", p.input(name)); });
+  };
+  CHECK(verify_error(input_named("_x")) ==
+        "program 'norm': slot name '_x' starts with '_' or contains \"__\" (reserved in "
+        "generated C++)");
+  CHECK(verify_error(input_named("x__y")) ==
+        "program 'norm': slot name 'x__y' starts with '_' or contains \"__\" (reserved in "
+        "generated C++)");
+  for (const char* keyword : {"float", "do", "int", "threadIdx", "half", "new"}) {
+    CAPTURE(keyword);
+    CHECK(verify_error(input_named(keyword)) ==
+          "program 'norm': slot name '" + std::string(keyword) + "' is a C++ or CUDA keyword");
+  }
+  // Close to a keyword is fine.
+  for (const char* name : {"x_y", "floats", "Float", "do_", "x_"}) {
+    CAPTURE(name);
+    CHECK_NOTHROW(passes::verify(input_named(name)));
+  }
+  const auto keyword_output =
+      dsl::make_program("norm", [](auto& p) { p.output("return", p.input("x")); });
+  CHECK(verify_error(keyword_output) ==
+        "program 'norm': slot name 'return' is a C++ or CUDA keyword");
 }
 
 TEST_CASE("verify: the prefix tn_ is reserved for generated names") {
@@ -405,8 +434,8 @@ TEST_CASE("verify: rejects written values of the wrong shape, and accepts broadc
   CHECK(verify_error(raw.program) ==
         "program 'raw': column output 'dw' is a Column but its value is a RowScalar");
   // A smaller shape broadcasts into a larger slot.
-  raw.program.slots[2] = {"total", Role::written, Shape::row_scalar, tilenorm::DType::f32,
-                          raw.g.constant(1.0), false};
+  raw.program.slots[2] = {
+      "total", Role::written, Shape::row_scalar, tilenorm::DType::f32, raw.g.constant(1.0), false};
   raw.program.slots[1].value = row_sum;
   CHECK_NOTHROW(passes::verify(raw.program));
   raw.program.slots[2].value = 12345;
@@ -465,15 +494,22 @@ TEST_CASE("verify: reductions across rows are sums, and nothing row-varying foll
   // So would a reduction along the row of one (its result is a Scalar, but it is computed per
   // row in the main kernel).
   raw.program.slots[1].value = x;
-  raw.program.slots[2] = {"s", Role::written, Shape::scalar, tilenorm::DType::f32,
-                          raw.g.reduce(Op::reduce_sum, column_sum), false};
+  raw.program.slots[2] = {"s",
+                          Role::written,
+                          Shape::scalar,
+                          tilenorm::DType::f32,
+                          raw.g.reduce(Op::reduce_sum, column_sum),
+                          false};
   CHECK(verify_error(raw.program) ==
         "program 'raw': a reduction along the row depends on a reduction across rows");
   // Column and Scalar arithmetic after them is fine (the finishing kernel does it).
-  raw.program.slots[2] = {"dw", Role::written, Shape::column, {},
-                          raw.g.binary(Op::mul, raw.g.unary(Op::exp, column_sum),
-                                       raw.g.constant(2.0)),
-                          false};
+  raw.program.slots[2] = {
+      "dw",
+      Role::written,
+      Shape::column,
+      {},
+      raw.g.binary(Op::mul, raw.g.unary(Op::exp, column_sum), raw.g.constant(2.0)),
+      false};
   CHECK_NOTHROW(passes::verify(raw.program));
 }
 
@@ -489,8 +525,9 @@ TEST_CASE("verify: constants outside the fp32 range are rejected, infinities are
     auto x = p.input("x");
     p.output("y", x + (-3.5e38));
   });
-  CHECK(verify_error(negative).starts_with("program 'negative': the constant -3.5e+38 is "
-                                           "outside the fp32 range"));
+  CHECK(
+      verify_error(negative).starts_with("program 'negative': the constant -3.5e+38 is "
+                                         "outside the fp32 range"));
   const auto largest = dsl::make_program("largest", [](auto& p) {
     auto x = p.input("x");
     p.output("y", max(x, -static_cast<double>(FLT_MAX)));
@@ -541,8 +578,8 @@ TEST_CASE("simplify: folds in fp32, as the device computes") {
   const auto simplified = passes::simplify(std::move(p).build());
   std::ostringstream expected;
   expected << std::setprecision(17) << "add(" << static_cast<double>(std::exp(-104.0f)) << ", add("
-           << static_cast<double>(1.0f / 3.0f) << ", mul("
-           << static_cast<double>(0.1f + 0.2f) << ", x)))";
+           << static_cast<double>(1.0f / 3.0f) << ", mul(" << static_cast<double>(0.1f + 0.2f)
+           << ", x)))";
   CHECK(output_expression(simplified) == expected.str());
   CHECK(static_cast<double>(0.1f + 0.2f) != 0.1 + 0.2);
 }
@@ -686,8 +723,9 @@ TEST_CASE("schedule_reductions: RMSNorm needs one phase, LayerNorm two") {
         "mean(mul(sub(x, mean(x)), sub(x, mean(x))))");
 }
 
-TEST_CASE("schedule_reductions: the derived backward kernels need one phase with saved "
-          "statistics, and the forward's phases when recomputing") {
+TEST_CASE(
+    "schedule_reductions: the derived backward kernels need one phase with saved "
+    "statistics, and the forward's phases when recomputing") {
   struct Expected {
     const char* name;
     std::vector<std::size_t> phase_sizes;
@@ -786,8 +824,7 @@ TEST_CASE("factor_reductions: sum(x * r) becomes r * sum(x)") {
   });
   const auto lowered = lower_checking_every_pass(program);
   CHECK(slot_expression(lowered.program, "total") == "mul(max_reduce(x), sum(x))");
-  CHECK(output_expression(lowered.program) ==
-        "mul(mul(neg(div(sum(x), max_reduce(x))), s), x)");
+  CHECK(output_expression(lowered.program) == "mul(mul(neg(div(sum(x), max_reduce(x))), s), x)");
   // Without the rewrite, both sums would wait for max(x): two phases instead of one.
   REQUIRE(lowered.reduction_phases.size() == 1);
   CHECK(lowered.reduction_phases[0].size() == 2);

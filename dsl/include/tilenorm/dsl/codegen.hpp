@@ -8,9 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "tilenorm/dsl/ir.hpp"
-
 #include "tilenorm/dsl/dtype.hpp"
+#include "tilenorm/dsl/ir.hpp"
 #include "tilenorm/dsl/passes.hpp"
 
 namespace tilenorm {
@@ -20,11 +19,11 @@ inline constexpr int kCodegenVersion = 2;
 
 // Where a thread keeps its share of the row between passes over it.
 enum class RowStorage : int {
-  registers = 0,  // loaded once into registers (fastest, needs the row to fit)
-  shared = 1,     // stashed in shared memory on the first pass
-  global = 2,     // re-read from global memory (L2) on every pass; any N
-  prefetched = 3, // registers, with the next row block's loads in flight while this one is
-                  // worked on (persistent kernels, i.e. programs that sum across rows)
+  registers = 0,   // loaded once into registers (fastest, needs the row to fit)
+  shared = 1,      // stashed in shared memory on the first pass
+  global = 2,      // re-read from global memory (L2) on every pass; any N
+  prefetched = 3,  // registers, with the next row block's loads in flight while this one is
+                   // worked on (persistent kernels, i.e. programs that sum across rows)
 };
 // Whether the rows live in registers (registers or prefetched).
 constexpr bool rows_in_registers(RowStorage storage) {
@@ -57,12 +56,12 @@ std::optional<std::string> config_problem(const LoweredProgram& program, const K
 
 // One kernel parameter; the runtime builds its argument array from the list.
 enum class ParamKind {
-  slot_pointer,   // the device pointer of slot `slot`
-  slot_stride,    // the row stride (elements) of Tile slot `slot`
-  slot_value,     // the fp32 value of read Scalar slot `slot`
-  rows,           // M
-  workspace,      // float*: the cross-row partial sums
-  partial_rows,   // how many partial rows the workspace holds per reduction (grid * RPC)
+  slot_pointer,  // the device pointer of slot `slot`
+  slot_stride,   // the row stride (elements) of Tile slot `slot`
+  slot_value,    // the fp32 value of read Scalar slot `slot`
+  rows,          // M
+  workspace,     // float*: the cross-row partial sums
+  partial_rows,  // how many partial rows the workspace holds per reduction (grid * RPC)
 };
 struct KernelParam {
   ParamKind kind;
@@ -75,10 +74,11 @@ struct KernelParam {
 // workspace, and a finishing kernel that sums the partials in a fixed order (deterministic,
 // no atomics) and writes the column and scalar outputs.
 struct KernelPlan {
-  bool persistent = false;           // the main kernel loops over row blocks
-  int column_partials = 0;           // cross-row reductions with an [N] result
-  int scalar_partials = 0;           // cross-row reductions with a scalar result
-  bool needs_finish() const { return column_partials + scalar_partials > 0; }
+  bool persistent = false;  // the main kernel loops over row blocks
+  bool finish = false;      // a finishing kernel writes the column and scalar outputs
+  int column_partials = 0;  // cross-row reductions with an [N] result
+  int scalar_partials = 0;  // cross-row reductions with a scalar result
+  bool needs_finish() const { return finish; }
   // Workspace floats for `partial_rows` partial rows of an N-column launch.
   std::size_t workspace_floats(std::int64_t partial_rows, std::int64_t n) const;
 };
