@@ -223,10 +223,10 @@ class OpBench {
       const auto& slot = program.slots[i];
       const bool read = slot.role == tilenorm::ir::Role::read;
       if (slot.shape == tilenorm::ir::Shape::column) {
-        const std::vector<std::byte> bytes = tilenorm::encode(
-            tilenorm::random_values(static_cast<std::size_t>(max_n), kInputSeed + 1 + i, -1.5, 1.5,
-                                    options.dtype),
-            options.dtype);
+        const std::vector<std::byte> bytes =
+            tilenorm::encode(tilenorm::random_values(static_cast<std::size_t>(max_n),
+                                                     kInputSeed + 1 + i, -1.5, 1.5, options.dtype),
+                             options.dtype);
         slot_buffers_[i] = driver::DeviceBuffer(bytes.size());
         if (read) slot_buffers_[i].upload(bytes.data(), bytes.size());
       } else if (slot.shape == tilenorm::ir::Shape::row_scalar && read) {
@@ -341,7 +341,7 @@ class OpBench {
   // Row tensors per set and slot; the timed launches rotate over the sets so inputs come from
   // DRAM.
   std::vector<std::vector<driver::DeviceBuffer>> sets_;
-  std::vector<driver::DeviceBuffer> slot_buffers_;        // shared by the sets, per slot
+  std::vector<driver::DeviceBuffer> slot_buffers_;  // shared by the sets, per slot
 };
 
 std::string config_text(const tilenorm::KernelConfig& config) {
@@ -368,8 +368,8 @@ void print_header(const driver::DeviceInfo& info, const Options& options,
 }
 
 void print_row(const ShapeResult& row, const CopyCeiling& ceiling) {
-  std::cout << std::left << std::setw(22) << (row.op + " " + row.pass) << std::right << std::setw(8) << row.n
-            << std::setw(9) << row.m;
+  std::cout << std::left << std::setw(22) << (row.op + " " + row.pass) << std::right << std::setw(8)
+            << row.n << std::setw(9) << row.m;
   if (row.error.empty()) {
     std::cout << std::fixed << std::setprecision(1) << std::setw(10) << row.median_us
               << std::setprecision(2) << std::setw(8) << row.tbps << std::setprecision(1)
@@ -388,12 +388,8 @@ void print_row(const ShapeResult& row, const CopyCeiling& ceiling) {
 }
 
 nlohmann::json to_json(const ShapeResult& row, const CopyCeiling& ceiling) {
-  nlohmann::json out = {{"op", row.op},
-                        {"pass", row.pass},
-                        {"n", row.n},
-                        {"m", row.m},
-                        {"bytes", row.bytes},
-                        {"buffer_sets", row.buffer_sets}};
+  nlohmann::json out = {{"op", row.op}, {"pass", row.pass},   {"n", row.n},
+                        {"m", row.m},   {"bytes", row.bytes}, {"buffer_sets", row.buffer_sets}};
   if (row.resolved) {
     out["config"] = tilenorm::reflect::to_json(row.resolved->config);
     out["config_text"] = config_text(row.resolved->config);

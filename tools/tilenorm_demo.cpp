@@ -38,9 +38,8 @@ int compile_only(const std::string& why) {
                                     tilenorm::heuristic_config(lowered, kDType, kDType, kCols,
                                                                tilenorm::DeviceLimits::hopper())};
     const tilenorm::BuiltKernel built = tilenorm::build_kernel(lowered, spec, "sm_90");
-    std::printf("%-22s %12zu %10d %8d %s\n", kernel.name.c_str(),
-                built.generated.source.size(), built.registers, built.spill_bytes,
-                tilenorm::short_config(spec.config).c_str());
+    std::printf("%-22s %12zu %10d %8d %s\n", kernel.name.c_str(), built.generated.source.size(),
+                built.registers, built.spill_bytes, tilenorm::short_config(spec.config).c_str());
     clean = clean && built.spill_bytes == 0 && built.registers > 0;
   }
   return clean ? 0 : 1;

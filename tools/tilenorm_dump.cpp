@@ -70,10 +70,10 @@ int dump(const std::vector<std::string>& args) {
         "give all of --threads-per-row, --rows-per-cta, --vec and --storage, or none");
   }
   const tn::ir::Program& forward = tn::kernels::builtin_program(kernel);
-  const tn::LoweredProgram lowered = tn::lower(
-      o.backward ? tn::backward(forward, {o.recompute ? tn::StatisticsMode::recompute
-                                                      : tn::StatisticsMode::saved})
-                 : forward);
+  const tn::LoweredProgram lowered =
+      tn::lower(o.backward ? tn::backward(forward, {o.recompute ? tn::StatisticsMode::recompute
+                                                                : tn::StatisticsMode::saved})
+                           : forward);
   tn::KernelSpec spec{dtype.io, dtype.param, n, {}};
   if (overrides == 4) {
     spec.config = {

@@ -98,8 +98,8 @@ DTypeChoice parse_dtype_choice(std::string_view flag, std::string_view text) {
 }
 
 RowStorage parse_row_storage(std::string_view flag, std::string_view text) {
-  for (RowStorage storage : {RowStorage::registers, RowStorage::shared, RowStorage::global,
-                             RowStorage::prefetched}) {
+  for (RowStorage storage :
+       {RowStorage::registers, RowStorage::shared, RowStorage::global, RowStorage::prefetched}) {
     if (row_storage_name(storage) == text) return storage;
   }
   throw UsageError(std::string(flag) + " must be registers, shared or global, got " + quoted(text));

@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <atomic>
-#include <deque>
 #include <cmath>
+#include <deque>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -124,7 +124,8 @@ class BufferSets {
       const ir::Slot& slot = program.slots[i];
       const DType dtype = slot.dtype.value_or(shape.param_dtype);
       if (slot.shape == ir::Shape::column) {
-        auto& buffer = shared_buffers_.emplace_back(static_cast<std::size_t>(shape.n) * dtype_size(dtype));
+        auto& buffer =
+            shared_buffers_.emplace_back(static_cast<std::size_t>(shape.n) * dtype_size(dtype));
         buffer.fill_bytes(kInputFill);
         shared[i] = Arg(ColumnView{reinterpret_cast<void*>(buffer.get()), dtype, shape.n});
       } else if (slot.shape == ir::Shape::scalar && slot.role == ir::Role::read) {
@@ -148,8 +149,8 @@ class BufferSets {
         if (shared[i]) {
           set.push_back(*shared[i]);
         } else if (slot.shape == ir::Shape::tile) {
-          set.push_back(TensorView::contiguous(carve(tensor_bytes), slot.dtype.value_or(shape.io_dtype),
-                                               rows, shape.n));
+          set.push_back(TensorView::contiguous(carve(tensor_bytes),
+                                               slot.dtype.value_or(shape.io_dtype), rows, shape.n));
         } else {
           set.push_back(RowStatView{reinterpret_cast<float*>(carve(stat_bytes)), rows});
         }
@@ -393,8 +394,8 @@ void time_rows(const Norm& norm, const Plan& plan, const Session& session,
   const ir::Program& program = norm.program();
   std::size_t row_tensors = 0;
   for (const ir::Slot& slot : program.slots) row_tensors += slot.shape == ir::Shape::tile;
-  const double bytes = static_cast<double>(row_tensors) *
-                       static_cast<double>(result.m) * static_cast<double>(plan.shape.n) *
+  const double bytes = static_cast<double>(row_tensors) * static_cast<double>(result.m) *
+                       static_cast<double>(plan.shape.n) *
                        static_cast<double>(dtype_size(plan.shape.io_dtype));
   result.ok = true;
   result.chosen = finalists[*best];

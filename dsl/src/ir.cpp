@@ -48,8 +48,7 @@ std::string_view role_name(Role role) {
 bool Node::operator==(const Node& other) const {
   // Constants compare by bit pattern so that -0.0 and 0.0 (and NaNs) stay distinct.
   return op == other.op && shape == other.shape && axis == other.axis && arity == other.arity &&
-         args == other.args &&
-         index == other.index &&
+         args == other.args && index == other.index &&
          std::bit_cast<std::uint64_t>(value) == std::bit_cast<std::uint64_t>(other.value) &&
          dtype == other.dtype;
 }

@@ -61,7 +61,8 @@ class Factorer {
   NodeId scale(NodeId factor, NodeId reduced, Op op) {
     const Node& r = g_.node(reduced);
     if (r.op == Op::constant && r.value == 0.0) return reduced;
-    return op == Op::mul ? g_.binary(Op::mul, factor, reduced) : g_.binary(Op::div, reduced, factor);
+    return op == Op::mul ? g_.binary(Op::mul, factor, reduced)
+                         : g_.binary(Op::div, reduced, factor);
   }
   // Whether `id` depends on the result of a reduction along the row.
   bool waits_on_reduction(NodeId id) {

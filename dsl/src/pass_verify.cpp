@@ -137,8 +137,9 @@ void verify(const ir::Program& p) {
       if (n.axis == Axis::across_rows) depends_on_cross_row = true;
     }
     if (depends_on_cross_row && ir::varies_across_rows(n.shape)) {
-      fail("a value that varies across rows depends on a reduction across rows (that needs a "
-           "grid-wide barrier, which tilenorm does not generate)");
+      fail(
+          "a value that varies across rows depends on a reduction across rows (that needs a "
+          "grid-wide barrier, which tilenorm does not generate)");
     }
     after_cross_row[id] = depends_on_cross_row;
   }

@@ -97,12 +97,11 @@ void layer_norm(Runtime& runtime, const TensorView& x, const std::optional<Colum
 void rms_norm(Runtime& runtime, const TensorView& x, const std::optional<ColumnView>& weight,
               const TensorView& y, float eps, Stream stream, RowStatView rstd) {
   const Norm& norm = kernels::builtin(runtime, weight ? "rms_norm" : "rms_norm_no_weight");
-  norm.launch(bind_args(norm.program(), {{"x", x},
-                                         {"weight", column_or_empty(weight)},
-                                         {"y", y},
-                                         {"eps", eps},
-                                         {"rstd", rstd}}),
-              stream);
+  norm.launch(
+      bind_args(
+          norm.program(),
+          {{"x", x}, {"weight", column_or_empty(weight)}, {"y", y}, {"eps", eps}, {"rstd", rstd}}),
+      stream);
 }
 
 void layer_norm_backward(Runtime& runtime, const LayerNormBackward& args, Workspace workspace,

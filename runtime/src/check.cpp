@@ -177,8 +177,8 @@ CheckReport check_against_interpreter(const Norm& norm, const CheckOptions& o) {
       case ir::Shape::scalar:
         if (read) {
           const float value = scalar_index < o.scalars.size() ? o.scalars[scalar_index]
-                              : slot.needs_grad ? 0.75f
-                                                : 1e-5f;
+                              : slot.needs_grad               ? 0.75f
+                                                              : 1e-5f;
           ++scalar_index;
           values[i] = {static_cast<double>(value)};
           args.emplace_back(value);
@@ -253,7 +253,8 @@ CheckReport check_against_interpreter(const Norm& norm, const CheckOptions& o) {
       report.clobbered += count_changed_padding(after, o, size);
       for (std::int64_t r : rows) {
         const std::size_t begin = (o.element_offset + r * stride) * size;
-        const std::vector<double> row = decode(std::span(after).subspan(begin, o.cols * size), dtype);
+        const std::vector<double> row =
+            decode(std::span(after).subspan(begin, o.cols * size), dtype);
         actual.insert(actual.end(), row.begin(), row.end());
       }
       if (o.rows == 0) continue;

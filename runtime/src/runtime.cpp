@@ -238,7 +238,8 @@ struct Norm::State {
     shape.io_dtype = io_source ? args[*io_source].view().dtype : first.dtype;
     shape.param_dtype = param_source ? args[*param_source].view().dtype : shape.io_dtype;
     const std::string& first_label = labels[*first_tile];
-    if (shape.rows < 0) fail(first_label + " has negative rows (" + std::to_string(shape.rows) + ")");
+    if (shape.rows < 0)
+      fail(first_label + " has negative rows (" + std::to_string(shape.rows) + ")");
     if (shape.cols < 1)
       fail(first_label + " has cols " + std::to_string(shape.cols) + "; need at least 1");
     const bool empty = shape.rows == 0;
@@ -296,7 +297,8 @@ struct Norm::State {
           if (empty && slot.role == ir::Role::read) break;
           const std::size_t size = dtype_size(t.dtype);
           check_pointer(t.data, size, what);
-          if (slot.role == ir::Role::read) narrow_vec(reinterpret_cast<std::uintptr_t>(t.data), size);
+          if (slot.role == ir::Role::read)
+            narrow_vec(reinterpret_cast<std::uintptr_t>(t.data), size);
           break;
         }
         case ir::Shape::row_scalar:
@@ -428,11 +430,12 @@ struct Norm::State {
     const std::int64_t grid = grid_for(k, std::max<std::int64_t>(shape.rows, 1));
     if (grid > std::numeric_limits<std::int32_t>::max())
       fail("too many rows for one launch: " + std::to_string(shape.rows));
-    const std::size_t needed = workspace_for(k, {shape.io_dtype, shape.param_dtype,
-                                                 std::max<std::int64_t>(shape.rows, 1), shape.cols,
-                                                 shape.max_vec});
+    const std::size_t needed =
+        workspace_for(k, {shape.io_dtype, shape.param_dtype, std::max<std::int64_t>(shape.rows, 1),
+                          shape.cols, shape.max_vec});
     if (needed > 0 && (!workspace.data || workspace.bytes < needed)) {
-      fail("needs a workspace of " + std::to_string(needed) + " bytes (see workspace_bytes()), got " +
+      fail("needs a workspace of " + std::to_string(needed) +
+           " bytes (see workspace_bytes()), got " +
            std::to_string(workspace.data ? workspace.bytes : 0));
     }
     if (needed > 0 && !aligned(workspace.data, 16)) fail("the workspace must be 16-byte aligned");
@@ -477,11 +480,11 @@ struct Norm::State {
     };
     driver::ScopedContext scope(runtime->context);
     fill(k.generated.params);
-    const CUresult launched = driver::api().cuLaunchKernel(
-        k.function, static_cast<unsigned>(grid), 1, 1,
-        static_cast<unsigned>(k.generated.threads_per_block), 1, 1,
-        static_cast<unsigned>(k.generated.dynamic_shared_bytes),
-        reinterpret_cast<CUstream>(stream), pointers.data(), nullptr);
+    const CUresult launched =
+        driver::api().cuLaunchKernel(k.function, static_cast<unsigned>(grid), 1, 1,
+                                     static_cast<unsigned>(k.generated.threads_per_block), 1, 1,
+                                     static_cast<unsigned>(k.generated.dynamic_shared_bytes),
+                                     reinterpret_cast<CUstream>(stream), pointers.data(), nullptr);
     if (launched != CUDA_SUCCESS) driver::check(launched, "cuLaunchKernel " + k.generated.name);
     if (!k.generated.finish) return;
     fill(k.generated.finish->params);
@@ -544,8 +547,8 @@ Norm Runtime::load(const ir::Program& program) {
   state->hash = program.hash();
   state->plan = plan_kernels(state->lowered);
   for (const ir::Slot& slot : program.slots) {
-    const char* kind = slot.shape == ir::Shape::tile       ? "row tensor"
-                       : slot.shape == ir::Shape::column   ? "column"
+    const char* kind = slot.shape == ir::Shape::tile         ? "row tensor"
+                       : slot.shape == ir::Shape::column     ? "column"
                        : slot.shape == ir::Shape::row_scalar ? "row statistic"
                                                              : "scalar";
     state->labels.push_back(std::string(kind) + " '" + slot.name + "'");
@@ -554,8 +557,7 @@ Norm Runtime::load(const ir::Program& program) {
   return Norm(std::move(state));
 }
 
-const Norm& Runtime::load_named(std::string_view name,
-                                const std::function<ir::Program()>& make) {
+const Norm& Runtime::load_named(std::string_view name, const std::function<ir::Program()>& make) {
   {
     std::lock_guard lock(impl_->mutex);
     if (auto it = impl_->builtins.find(name); it != impl_->builtins.end()) return it->second;

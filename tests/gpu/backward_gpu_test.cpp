@@ -43,8 +43,9 @@ void check_backward(const tilenorm::ir::Program& program) {
   const std::vector<std::int64_t> row_lengths =
       quick() ? std::vector<std::int64_t>{1, 7, 1000, 5120}
               : std::vector<std::int64_t>{1, 7, 128, 1000, 4096, 5120, 12345, 65536, 262144};
-  const std::vector<std::int64_t> row_counts =
-      quick() ? std::vector<std::int64_t>{1, 3, 300} : std::vector<std::int64_t>{1, 3, 1000, 100000};
+  const std::vector<std::int64_t> row_counts = quick()
+                                                   ? std::vector<std::int64_t>{1, 3, 300}
+                                                   : std::vector<std::int64_t>{1, 3, 1000, 100000};
   std::uint64_t seed = std::random_device{}();
   int checked = 0;
   // eps = 1e-2 rather than 1e-5: a row of one element has zero variance, so rstd is
@@ -65,15 +66,15 @@ void check_backward(const tilenorm::ir::Program& program) {
           const std::string layout_name = layout.name;
           CAPTURE(layout_name);
           CAPTURE(seed);
-          const tilenorm::CheckReport report =
-              tilenorm::check_against_interpreter(norm, {.io_dtype = dtype,
-                                                         .param_dtype = dtype,
-                                                         .rows = m,
-                                                         .cols = n,
-                                                         .extra_row_stride = layout.extra_row_stride,
-                                                         .element_offset = layout.element_offset,
-                                                         .seed = ++seed,
-                                                         .scalars = scalars});
+          const tilenorm::CheckReport report = tilenorm::check_against_interpreter(
+              norm, {.io_dtype = dtype,
+                     .param_dtype = dtype,
+                     .rows = m,
+                     .cols = n,
+                     .extra_row_stride = layout.extra_row_stride,
+                     .element_offset = layout.element_offset,
+                     .seed = ++seed,
+                     .scalars = scalars});
           INFO(report.describe());
           CHECK(report.unwritten == 0);
           CHECK(report.clobbered == 0);
@@ -126,15 +127,19 @@ TEST_CASE("backward: layer_norm_backward is bitwise deterministic and captures i
   const std::int64_t m = 3000, n = 4096;
   const std::size_t bytes = static_cast<std::size_t>(m * n) * 2;
   driver::DeviceBuffer x(bytes), dy(bytes), dx(bytes), w(n * 2), b(n * 2), dw(n * 2), db(n * 2);
-  const auto values = tilenorm::encode(tilenorm::random_values(m * n, 5, -2, 2, DType::bf16), DType::bf16);
+  const auto values =
+      tilenorm::encode(tilenorm::random_values(m * n, 5, -2, 2, DType::bf16), DType::bf16);
   x.upload(values.data(), bytes);
-  const auto grads = tilenorm::encode(tilenorm::random_values(m * n, 6, -1, 1, DType::bf16), DType::bf16);
+  const auto grads =
+      tilenorm::encode(tilenorm::random_values(m * n, 6, -1, 1, DType::bf16), DType::bf16);
   dy.upload(grads.data(), bytes);
-  const auto weights = tilenorm::encode(tilenorm::random_values(n, 7, -1, 1, DType::bf16), DType::bf16);
+  const auto weights =
+      tilenorm::encode(tilenorm::random_values(n, 7, -1, 1, DType::bf16), DType::bf16);
   w.upload(weights.data(), weights.size());
   b.upload(weights.data(), weights.size());
   auto view = [&](const driver::DeviceBuffer& buffer) {
-    return tilenorm::TensorView::contiguous(reinterpret_cast<void*>(buffer.get()), DType::bf16, m, n);
+    return tilenorm::TensorView::contiguous(reinterpret_cast<void*>(buffer.get()), DType::bf16, m,
+                                            n);
   };
   auto column = [&](const driver::DeviceBuffer& buffer) {
     return tilenorm::ColumnView{reinterpret_cast<void*>(buffer.get()), DType::bf16, n};
@@ -152,7 +157,8 @@ TEST_CASE("backward: layer_norm_backward is bitwise deterministic and captures i
   const tilenorm::Workspace ws{reinterpret_cast<void*>(workspace.get()), workspace_bytes};
   driver::Stream stream;
   auto run_and_read = [&] {
-    tilenorm::layer_norm_backward(runtime, args, ws, reinterpret_cast<tilenorm::Stream>(stream.get()));
+    tilenorm::layer_norm_backward(runtime, args, ws,
+                                  reinterpret_cast<tilenorm::Stream>(stream.get()));
     stream.synchronize();
     std::vector<std::byte> out(bytes + 4 * n);
     dx.download(out.data(), bytes);
@@ -173,7 +179,8 @@ TEST_CASE("backward: layer_norm_backward is bitwise deterministic and captures i
   CUgraphExec exec = nullptr;
   driver::check(driver::api().cuStreamBeginCapture(stream.get(), CU_STREAM_CAPTURE_MODE_GLOBAL),
                 "cuStreamBeginCapture");
-  tilenorm::layer_norm_backward(runtime, args, ws, reinterpret_cast<tilenorm::Stream>(stream.get()));
+  tilenorm::layer_norm_backward(runtime, args, ws,
+                                reinterpret_cast<tilenorm::Stream>(stream.get()));
   driver::check(driver::api().cuStreamEndCapture(stream.get(), &graph), "cuStreamEndCapture");
   driver::check(driver::api().cuGraphInstantiate(&exec, graph, 0), "cuGraphInstantiate");
   driver::check(driver::api().cuGraphLaunch(exec, stream.get()), "cuGraphLaunch");
@@ -191,18 +198,21 @@ TEST_CASE("backward: a missing or small workspace is an error and launches nothi
   const tilenorm::Norm norm =
       backward_runtime().load(tilenorm::kernels::builtin_program("rms_norm_backward"));
   driver::ScopedContext scope(driver::primary_context(0));
-  driver::DeviceBuffer x(256 * 2 * 10), dy(256 * 2 * 10), rstd(40), dx(256 * 2 * 10), w(512), dw(512);
+  driver::DeviceBuffer x(256 * 2 * 10), dy(256 * 2 * 10), rstd(40), dx(256 * 2 * 10), w(512),
+      dw(512);
   auto view = [&](const driver::DeviceBuffer& buffer) {
-    return tilenorm::TensorView::contiguous(reinterpret_cast<void*>(buffer.get()), DType::bf16, 10, 256);
+    return tilenorm::TensorView::contiguous(reinterpret_cast<void*>(buffer.get()), DType::bf16, 10,
+                                            256);
   };
   dx.fill_bytes(0xFF);
   const auto args = tilenorm::bind_args(
-      norm.program(), {{"x", view(x)},
-                       {"dy", view(dy)},
-                       {"dx", view(dx)},
-                       {"rstd", tilenorm::RowStatView{reinterpret_cast<float*>(rstd.get()), 10}},
-                       {"weight", tilenorm::ColumnView{reinterpret_cast<void*>(w.get()), DType::bf16, 256}},
-                       {"dweight", tilenorm::ColumnView{reinterpret_cast<void*>(dw.get()), DType::bf16, 256}}});
+      norm.program(),
+      {{"x", view(x)},
+       {"dy", view(dy)},
+       {"dx", view(dx)},
+       {"rstd", tilenorm::RowStatView{reinterpret_cast<float*>(rstd.get()), 10}},
+       {"weight", tilenorm::ColumnView{reinterpret_cast<void*>(w.get()), DType::bf16, 256}},
+       {"dweight", tilenorm::ColumnView{reinterpret_cast<void*>(dw.get()), DType::bf16, 256}}});
   std::string message;
   try {
     norm.launch(args, nullptr);

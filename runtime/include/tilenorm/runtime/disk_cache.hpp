@@ -38,8 +38,9 @@ std::string cache_key(const CompileRequest& request, std::string_view nvrtc_vers
 
 // compile_cuda through `cache`: a hit returns the stored kernel (from_disk_cache = true) without
 // calling NVRTC; a miss compiles and stores. `cache` may be null, and the environment variable
-// TILENORM_DISABLE_DISK_CACHE (set, not empty and not "0"; see env_flag) bypasses it. Safe to call from several threads at once; callers
-// asking for the same kernel at the same time compile it once.
+// TILENORM_DISABLE_DISK_CACHE (set, not empty and not "0"; see env_flag) bypasses it. Safe to call
+// from several threads at once; callers asking for the same kernel at the same time compile it
+// once.
 CompiledKernel compile_cached(const CompileRequest& request, const DiskCache* cache);
 
 }  // namespace tilenorm

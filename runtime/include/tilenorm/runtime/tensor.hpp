@@ -57,10 +57,8 @@ class Arg {
  public:
   enum class Kind { rows, column, row_stat, scalar_value, scalar_out };
   Arg(const TensorView& t) : kind_(Kind::rows), tensor_(t) {}
-  Arg(const ColumnView& c)
-      : kind_(Kind::column), tensor_{c.data, c.dtype, 1, c.size, c.size} {}
-  Arg(const RowStatView& s)
-      : kind_(Kind::row_stat), tensor_{s.data, DType::f32, s.rows, 1, 1} {}
+  Arg(const ColumnView& c) : kind_(Kind::column), tensor_{c.data, c.dtype, 1, c.size, c.size} {}
+  Arg(const RowStatView& s) : kind_(Kind::row_stat), tensor_{s.data, DType::f32, s.rows, 1, 1} {}
   Arg(const ScalarView& s) : kind_(Kind::scalar_out), tensor_{s.data, DType::f32, 1, 1, 1} {}
   Arg(float value) : kind_(Kind::scalar_value), value_(value) {}
 
