@@ -151,7 +151,7 @@ std::size_t dynamic_shared_memory_bytes(const LoweredProgram& lp, const KernelSp
 namespace {
 
 constexpr int kFinishColumns = 32;  // columns per finishing-kernel CTA (one warp wide)
-constexpr int kFinishGroups = 8;    // warps per finishing-kernel CTA, each summing every 8th row
+constexpr int kFinishGroups = 32;  // warps per finishing-kernel CTA, each summing every 32nd row
 constexpr std::int64_t kCombineFloats = 8192;  // shared floats for combining a CTA's row groups
 
 // Prints the plan of a lowered program as CUDA C++: the main kernel and, for programs with

@@ -242,8 +242,10 @@ TEST_CASE("codegen: the parameter lists follow the slots, in the order the param
       REQUIRE(kernel.finish.has_value() == cross_row);
       if (kernel.finish) {
         CHECK(kernel.finish->name == kernel.name + "_finish");
-        CHECK(kernel.finish->threads_per_block == 256);
-        CHECK(contains(kernel.source, "extern \"C\" __global__ void __launch_bounds__(256)\n" +
+        // One warp wide (32 columns), 32 row groups deep.
+        CHECK(kernel.finish->threads_per_block == 1024);
+        CHECK(kernel.finish_columns_per_cta == 32);
+        CHECK(contains(kernel.source, "extern \"C\" __global__ void __launch_bounds__(1024)\n" +
                                           kernel.finish->name + "("));
         check_parameters(program.program, kernel.source, kernel.finish->name, kernel.finish->params,
                          cross_row, true, io, param);
