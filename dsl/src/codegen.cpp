@@ -137,7 +137,15 @@ std::size_t max_reductions_per_phase(const LoweredProgram& lp) {
 
 }  // namespace
 
-std::size_t dynamic_shared_memory_bytes(const LoweredProgram& lp, const KernelSpec& spec) {
+namespace {
+
+// Column partial sums move from registers to shared memory when they hold at least this many
+// values per thread (below it registers are cheap) and fit in kSharedPartialsMaxBytes.
+constexpr std::int64_t kSharedPartialsMinValues = 32;
+constexpr std::int64_t kSharedPartialsMaxBytes = 128 * 1024;
+
+// The row stashes of RowStorage::shared.
+std::size_t row_stash_bytes(const LoweredProgram& lp, const KernelSpec& spec) {
   if (static_cast<RowStorage>(spec.config.row_storage) != RowStorage::shared) return 0;
   const Geometry g = geometry(spec);
   std::size_t bytes = 0;
@@ -148,10 +156,31 @@ std::size_t dynamic_shared_memory_bytes(const LoweredProgram& lp, const KernelSp
   return bytes;
 }
 
+// Shared memory for the column partial sums of a persistent kernel, or 0 when they stay in
+// registers. Each thread owns ITERS * VEC slots per sum, strided by the CTA's thread count so
+// that a warp's accesses fall in 32 different banks; they cost shared-memory traffic instead of
+// registers, which buys CTAs per SM where the sums are long.
+std::size_t shared_partials_bytes(const LoweredProgram& lp, const KernelSpec& spec) {
+  const std::int64_t sums = plan_kernels(lp).column_partials;
+  if (sums == 0) return 0;
+  const Geometry g = geometry(spec);
+  const std::int64_t values = g.iters * spec.config.vec * sums;
+  const std::int64_t bytes = values * spec.config.threads_per_row * spec.config.rows_per_cta * 4;
+  return values >= kSharedPartialsMinValues && bytes <= kSharedPartialsMaxBytes
+             ? static_cast<std::size_t>(bytes)
+             : 0;
+}
+
+}  // namespace
+
+std::size_t dynamic_shared_memory_bytes(const LoweredProgram& lp, const KernelSpec& spec) {
+  return row_stash_bytes(lp, spec) + shared_partials_bytes(lp, spec);
+}
+
 namespace {
 
 constexpr int kFinishColumns = 32;  // columns per finishing-kernel CTA (one warp wide)
-constexpr int kFinishGroups = 32;  // warps per finishing-kernel CTA, each summing every 32nd row
+constexpr int kFinishGroups = 32;   // warps per finishing-kernel CTA, each summing every 32nd row
 constexpr std::int64_t kCombineFloats = 8192;  // shared floats for combining a CTA's row groups
 
 // Prints the plan of a lowered program as CUDA C++: the main kernel and, for programs with
@@ -167,8 +196,12 @@ class Emitter {
         storage_(static_cast<RowStorage>(spec.config.row_storage)),
         plan_(plan_kernels(lp)) {
     stashed_.assign(p_.slots.size(), false);
+    shared_partials_ = shared_partials_bytes(lp, spec) > 0;
+    // Row groups combine their partial sums in shared memory, one partial row per CTA, when
+    // the column sums are in shared memory already or small enough to move there.
     combine_ = plan_.needs_finish() && spec.config.rows_per_cta > 1 &&
-               spec.config.rows_per_cta * spec.n <= kCombineFloats;
+               (shared_partials_ || plan_.column_partials == 0 ||
+                spec.config.rows_per_cta * spec.n <= kCombineFloats);
   }
 
   GeneratedKernel run() {
@@ -316,9 +349,17 @@ class Emitter {
          << "  constexpr int ITERS = " << geo_.iters << ";  // vectors per thread\n"
          << "  const int lane = threadIdx.x % TPR;\n"
          << "  const int row_in_cta = threadIdx.x / TPR;\n";
+    if (storage_ == RowStorage::shared || shared_partials_)
+      out_ << "  extern __shared__ __align__(16) unsigned char tn_dynamic_smem[];\n";
+    if (shared_partials_) {
+      out_ << "  constexpr int THREADS = TPR * RPC;\n"
+           << "  float* tn_xs = reinterpret_cast<float*>(tn_dynamic_smem + "
+           << row_stash_bytes(lp_, spec_) << ");  // column partial sums, this thread's slots\n"
+           << "  for (int i = 0; i < " << plan_.column_partials
+           << " * ITERS * VEC; ++i) tn_xs[i * THREADS + threadIdx.x] = 0.0f;\n";
+    }
     if (storage_ == RowStorage::shared) {
-      out_ << "  extern __shared__ __align__(16) unsigned char tn_dynamic_smem[];\n"
-           << "  unsigned char* tn_stash_next = tn_dynamic_smem;\n";
+      out_ << "  unsigned char* tn_stash_next = tn_dynamic_smem;\n";
       for (std::size_t i = 0; i < p_.slots.size(); ++i) {
         const ir::Slot& s = p_.slots[i];
         if (s.role != ir::Role::read || s.shape != Shape::tile) continue;
@@ -343,10 +384,10 @@ class Emitter {
     }
     // Cross-row accumulators, one per thread for its share of the columns.
     for (NodeId r : lp_.cross_row_reductions) {
-      if (ir::varies_along_row(g_.node(r).shape))
-        out_ << "  float xacc" << r << "[ITERS][VEC];\n  tn::zero2(xacc" << r << ");\n";
-      else
+      if (!ir::varies_along_row(g_.node(r).shape))
         out_ << "  float xacc" << r << " = 0.0f;\n";
+      else if (!shared_partials_)
+        out_ << "  float xacc" << r << "[ITERS][VEC];\n  tn::zero2(xacc" << r << ");\n";
     }
   }
 
@@ -521,9 +562,15 @@ class Emitter {
       out_ << "        " << (ragged ? "if (c0 + v < N) " : "") << "acc" << r << " = tn::combine<"
            << reduce_op_constant(n.op) << ">(acc" << r << ", " << ref(n.args[0]) << ");\n";
     }
-    for (NodeId r : column_sums) {
-      out_ << "        if (row_valid) xacc" << r << "[it][v] += " << ref(g_.node(r).args[0])
-           << ";\n";
+    for (std::size_t k = 0; k < column_sums.size(); ++k) {
+      const NodeId r = column_sums[k];
+      if (shared_partials_) {
+        out_ << "        if (row_valid) " << shared_partial(k) << " += " << ref(g_.node(r).args[0])
+             << ";\n";
+      } else {
+        out_ << "        if (row_valid) xacc" << r << "[it][v] += " << ref(g_.node(r).args[0])
+             << ";\n";
+      }
     }
     for (std::size_t i : outputs)
       out_ << "        out" << i << "[v] = " << ref(slot(static_cast<int>(i)).value) << ";\n";
@@ -612,13 +659,20 @@ class Emitter {
     out_ << "  }\n";
   }
 
+  // This thread's slot for column partial sum `k` at (it, v); `row_group` picks another row
+  // group's slot (for combining).
+  static std::string shared_partial(std::size_t k, const std::string& thread = "threadIdx.x") {
+    return "tn_xs[((" + std::to_string(k) + " * ITERS + it) * VEC + v) * THREADS + " + thread + "]";
+  }
+
   // Each CTA leaves its partial sums in the workspace: combined over its row groups in shared
   // memory when that fits, else one partial row per row group.
   void emit_partials() {
     if (plan_.column_partials + plan_.scalar_partials == 0) return;
     out_ << "  // Partial sums of the cross-row reductions.\n"
          << "  const long long tn_columns_floats = tn_partial_rows * N;\n";
-    if (combine_ && plan_.column_partials > 0) out_ << "  __shared__ float tn_combine[RPC * N];\n";
+    if (combine_ && !shared_partials_ && plan_.column_partials > 0)
+      out_ << "  __shared__ float tn_combine[RPC * N];\n";
     if (combine_ && plan_.scalar_partials > 0)
       out_ << "  __shared__ float tn_combine_scalar[RPC];\n";
     int column = 0, scalar = 0;
@@ -626,7 +680,20 @@ class Emitter {
       const bool is_column = ir::varies_along_row(g_.node(r).shape);
       if (is_column) {
         out_ << "  {\n    float* dst = tn_workspace + " << column << " * tn_columns_floats;\n";
-        if (combine_) {
+        if (shared_partials_) {
+          // Row group 0 adds the other groups' slots for its columns, in order.
+          out_ << (spec_.config.rows_per_cta > 1 ? "    __syncthreads();\n" : "")
+               << "    if (row_in_cta == 0) {\n"
+               << "#pragma unroll\n      for (int it = 0; it < ITERS; ++it) {\n"
+               << "        const int c0 = (it * TPR + lane) * VEC;\n"
+               << "#pragma unroll\n        for (int v = 0; v < VEC; ++v) {\n"
+               << "          if (c0 + v >= N) continue;\n"
+               << "          float total = 0.0f;\n"
+               << "          for (int g = 0; g < RPC; ++g) total += "
+               << shared_partial(static_cast<std::size_t>(column), "g * TPR + lane") << ";\n"
+               << "          dst[static_cast<long long>(blockIdx.x) * N + c0 + v] = total;\n"
+               << "        }\n      }\n    }\n";
+        } else if (combine_) {
           out_ << "    __syncthreads();\n"
                << "#pragma unroll\n    for (int it = 0; it < ITERS; ++it) {\n"
                << "      const int c0 = (it * TPR + lane) * VEC;\n"
@@ -780,6 +847,7 @@ class Emitter {
   RowStorage storage_;
   KernelPlan plan_;
   bool combine_ = false;
+  bool shared_partials_ = false;  // column partial sums in shared memory, not registers
   std::vector<bool> stashed_;
   std::ostringstream out_;
 };
@@ -828,7 +896,9 @@ std::optional<std::string> config_problem(const LoweredProgram& lp, const Kernel
     // Row inputs are held raw (two 16-bit values per register), twice when prefetching.
     const std::int64_t raw_registers =
         g.iters * c.vec * raw_bytes / 4 * (storage == RowStorage::prefetched ? 2 : 1);
-    const std::int64_t held = g.iters * c.vec * column_partials + raw_registers;
+    const std::int64_t partial_registers =
+        shared_partials_bytes(lp, spec) > 0 ? 0 : g.iters * c.vec * column_partials;
+    const std::int64_t held = partial_registers + raw_registers;
     const std::int64_t budget = std::min<std::int64_t>(255, 65536 / threads) - 40;
     if (held > budget) {
       return "the row does not fit in registers (" + std::to_string(held) +

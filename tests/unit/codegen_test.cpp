@@ -476,13 +476,18 @@ TEST_CASE("codegen: config_problem names what is wrong with a configuration") {
 TEST_CASE("codegen: the register budget counts raw row values, prefetching and column partials") {
   // 32 threads per row, so the budget is 255 - 40 registers. Rows in registers are held raw:
   // a 16-bit value takes half a register, an fp32 value a whole one; prefetching holds the
-  // next row block too; each column partial sum takes one register per value.
+  // next row block too; a column partial sum takes one register per value while it stays in
+  // registers (fewer than 32 values per thread, or more than 128 KiB of shared memory).
   const int threads = 32;
   const std::int64_t budget = 255 - 40;
+  auto iters = [&](std::int64_t n, int vec) {
+    return ((n + vec - 1) / vec + threads - 1) / threads;
+  };
   auto held = [&](std::int64_t n, int vec, std::int64_t raw_bytes, std::int64_t partials,
                   bool prefetched) {
-    const std::int64_t iters = ((n + vec - 1) / vec + threads - 1) / threads;
-    return iters * vec * partials + iters * vec * raw_bytes / 4 * (prefetched ? 2 : 1);
+    const std::int64_t values = iters(n, vec) * vec;
+    const bool shared = values * partials >= 32 && values * partials * threads * 4 <= 128 * 1024;
+    return (shared ? 0 : values * partials) + values * raw_bytes / 4 * (prefetched ? 2 : 1);
   };
   auto too_big = [&](std::int64_t values) {
     REQUIRE(values > budget);
@@ -497,16 +502,23 @@ TEST_CASE("codegen: the register budget counts raw row values, prefetching and c
   CHECK(problem("rms_norm", DType::bf16, 8192, registers).empty());
   CHECK(problem("rms_norm", DType::f32, 8192, registers_fp32) ==
         too_big(held(8192, 4, 4, 0, false)));
-  // x and dy (128 registers at N = 4096), plus the partial sums of dweight (128).
-  CHECK(held(4096, 8, 4, 0, false) <= budget);
-  CHECK(problem("rms_norm_no_weight_backward", DType::bf16, 4096, registers).empty());
-  CHECK(problem("rms_norm_backward", DType::bf16, 4096, registers) ==
-        too_big(held(4096, 8, 4, 1, false)));
-  // dweight and dbias at N = 2048 (128), x and dy (64): fits, but not prefetched (64 more).
-  CHECK(held(2048, 8, 4, 2, false) <= budget);
-  CHECK(problem("layer_norm_backward", DType::bf16, 2048, registers).empty());
-  CHECK(problem("layer_norm_backward", DType::bf16, 2048, prefetched) ==
-        too_big(held(2048, 8, 4, 2, true)));
+  // x and dy (128 registers at N = 4096); the partial sums of dweight (128 values) move to
+  // 16 KiB of shared memory, so they cost no registers.
+  CHECK(held(4096, 8, 4, 1, false) == 128);
+  CHECK(problem("rms_norm_backward", DType::bf16, 4096, registers).empty());
+  CHECK(tilenorm::dynamic_shared_memory_bytes(lowered("rms_norm_backward"),
+                                              {DType::bf16, DType::bf16, 4096, registers}) ==
+        128 * threads * 4);
+  // Prefetched, x and dy at N = 4096 take 256 registers.
+  CHECK(problem("layer_norm_backward", DType::bf16, 4096, prefetched) ==
+        too_big(held(4096, 8, 4, 2, true)));
+  // Few values: the partial sums stay in registers. N = 64: 8 values of dweight and dbias.
+  CHECK(held(64, 8, 4, 2, false) == 16 + 8);
+  CHECK(tilenorm::dynamic_shared_memory_bytes(lowered("layer_norm_backward"),
+                                              {DType::bf16, DType::bf16, 64, registers}) == 0);
+  // Many values: more than 128 KiB of shared memory, so registers, over the budget.
+  CHECK(problem("rms_norm_backward", DType::bf16, 65536, registers) ==
+        too_big(held(65536, 8, 4, 1, false)));
   // A row input that fixes its own dtype counts with it.
   const auto mixed = tilenorm::lower(tilenorm::dsl::make_program("mixed_rows", [](auto& p) {
     auto x = p.input("x", tilenorm::dsl::Grad::yes, DType::f32);
@@ -537,9 +549,9 @@ TEST_CASE("codegen: generate_cuda refuses what config_problem reports") {
                                                        config(32, 1, 4, RowStorage::registers)}),
                  "the row does not fit in registers"));
   CHECK(generate_error("rms_norm_backward",
-                       {DType::bf16, DType::bf16, 4096, config(32, 1, 8, RowStorage::registers)}) ==
-        "cannot generate 'rms_norm_backward' with threads_per_row=32 rows_per_cta=1 vec=8 "
-        "row_storage=0: the row does not fit in registers (256 values per thread, budget 215)");
+                       {DType::f32, DType::f32, 4096, config(32, 1, 4, RowStorage::prefetched)}) ==
+        "cannot generate 'rms_norm_backward' with threads_per_row=32 rows_per_cta=1 vec=4 "
+        "row_storage=3: the row does not fit in registers (512 values per thread, budget 215)");
   CHECK(contains(generate_error("layer_norm", {DType::bf16, DType::bf16, 4096,
                                                config(128, 2, 8, RowStorage::prefetched)}),
                  "prefetched rows need a persistent kernel"));
@@ -580,14 +592,15 @@ TEST_CASE("codegen: the heuristic keeps rows in registers, then shared memory, t
   CHECK(storage(DType::f32, 65536) == RowStorage::global);  // 256 KiB: more than 227 KiB
   CHECK(storage(DType::bf16, 262144) == RowStorage::global);
   // A backward (persistent) kernel prefetches when few values per thread leave room; it keeps
-  // two rows (x and dy) and the column partials, so it leaves registers sooner.
+  // two rows (x and dy), so it leaves registers sooner.
   auto backward_storage = [&](const char* name, DType dtype, std::int64_t n) {
     return static_cast<RowStorage>(heuristic_spec(lowered(name), dtype, n).config.row_storage);
   };
   CHECK(backward_storage("rms_norm_backward", DType::bf16, 128) == RowStorage::prefetched);
   CHECK(backward_storage("layer_norm_backward", DType::bf16, 128) == RowStorage::prefetched);
   CHECK(backward_storage("rms_norm_backward", DType::bf16, 4096) == RowStorage::registers);
-  CHECK(backward_storage("layer_norm_backward", DType::bf16, 12345) == RowStorage::shared);
+  // With its column partial sums in shared memory, 12345 bf16 values still fit registers.
+  CHECK(backward_storage("layer_norm_backward", DType::bf16, 12345) == RowStorage::registers);
   CHECK(backward_storage("layer_norm_backward", DType::f32, 32768) == RowStorage::global);
   // Not persistent: no prefetching, even for short rows.
   CHECK(backward_storage("rms_norm_no_weight_backward", DType::bf16, 128) == RowStorage::registers);
