@@ -73,7 +73,6 @@ BuiltKernel build_kernel(const LoweredProgram& program, const KernelSpec& spec,
 namespace {
 
 constexpr std::size_t kMaxKernelParams = 64;
-constexpr std::size_t kDefaultDynamicSharedLimit = 48 * 1024;
 
 // What validation learned about a launch.
 struct LaunchShape {
@@ -161,7 +160,10 @@ struct Runtime::Impl {
           driver::api().cuModuleGetFunction(finish, it->second, generated.finish->name.c_str()),
           "cuModuleGetFunction " + generated.finish->name);
     }
-    if (generated.dynamic_shared_bytes > kDefaultDynamicSharedLimit) {
+    // The default limit (48 KiB) covers static and dynamic shared memory together, so any
+    // dynamic shared memory is declared: with a little static memory beside it, exactly 48 KiB
+    // of dynamic memory is already too much.
+    if (generated.dynamic_shared_bytes > 0) {
       driver::check(driver::api().cuFuncSetAttribute(
                         function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                         static_cast<int>(generated.dynamic_shared_bytes)),
