@@ -321,7 +321,7 @@ TEST_CASE("codegen: plan_kernels counts the partial sums and sizes the workspace
 }
 
 TEST_CASE("codegen: a CTA combines its row groups before writing partials when they fit") {
-  const auto& program = lowered("rms_norm_backward");
+  const auto program = lowered("rms_norm_backward");
   struct Case {
     std::int64_t n;
     KernelConfig config;
@@ -352,7 +352,7 @@ TEST_CASE("codegen: a CTA combines its row groups before writing partials when t
 TEST_CASE("codegen: every written slot is stored by one of the kernels") {
   for (const auto& name : builtin_names()) {
     CAPTURE(name);
-    const auto& program = lowered(name);
+    const auto program = lowered(name);
     const auto kernel = tilenorm::generate_cuda(program, heuristic_spec(program, DType::bf16, 512));
     for (std::size_t i = 0; i < program.program.slots.size(); ++i) {
       const auto& slot = program.program.slots[i];

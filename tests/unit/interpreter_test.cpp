@@ -84,9 +84,9 @@ void check_layer_norm(const std::string& name, bool with_weight, bool with_bias)
   const auto& program = tilenorm::kernels::builtin_program(name);
   const NormCase data(7, 133, 11);
   const auto out = tilenorm::interpret(program, data.inputs_for(program));
-  const auto& mean_out = written(program, out, "mean");
-  const auto& rstd_out = written(program, out, "rstd");
-  const auto& y = written(program, out, "y");
+  const auto mean_out = written(program, out, "mean");
+  const auto rstd_out = written(program, out, "rstd");
+  const auto y = written(program, out, "y");
   REQUIRE(mean_out.size() == 7);
   REQUIRE(y.size() == 7 * 133);
   for (std::int64_t row = 0; row < data.rows; ++row) {
@@ -116,7 +116,7 @@ void check_rms_norm(const std::string& name, bool with_weight) {
   const auto& program = tilenorm::kernels::builtin_program(name);
   const NormCase data(6, 257, 23);
   const auto out = tilenorm::interpret(program, data.inputs_for(program));
-  const auto& y = written(program, out, "y");
+  const auto y = written(program, out, "y");
   for (std::int64_t row = 0; row < data.rows; ++row) {
     const double* x = data.x.data() + row * data.cols;
     double squares = 0.0;
@@ -178,7 +178,7 @@ TEST_CASE("interpreter: rows spread over threads give the same answer as one row
     single.weight = data.weight;
     const auto one = tilenorm::interpret(program, single.inputs_for(program));
     CHECK(written(program, one, "rstd")[0] == written(program, all, "rstd")[row]);
-    const auto& y_one = written(program, one, "y");
+    const auto y_one = written(program, one, "y");
     CHECK(std::equal(y_one.begin(), y_one.end(),
                      written(program, all, "y").begin() + row * data.cols));
   }
@@ -200,7 +200,7 @@ TEST_CASE("interpreter: sums across rows add the rows in order, however the rows
   inputs.slots[slot_of(program, "weight")] = tilenorm::random_values(cols, 5, 0.5, 1.5, DType::f32);
   inputs.slots[slot_of(program, "eps")] = {kEps};
   const auto out = tilenorm::interpret(program, inputs);
-  const auto& dweight = written(program, out, "dweight");
+  const auto dweight = written(program, out, "dweight");
   REQUIRE(dweight.size() == static_cast<std::size_t>(cols));
   std::vector<double> rstd(rows);
   for (std::int64_t r = 0; r < rows; ++r) {
@@ -257,7 +257,7 @@ TEST_CASE("interpreter: max and min reductions") {
   const auto out = interpret_rows(program, x, 4);
   CHECK(written(program, out, "largest") == std::vector<double>{7.5, -0.5});
   CHECK(written(program, out, "smallest") == std::vector<double>{-3.0, -8.0});
-  const auto& y = written(program, out, "y");
+  const auto y = written(program, out, "y");
   CHECK(y[0] == 0.0);
   CHECK(y[1] == 1.0);
   CHECK(y[3] == doctest::Approx(5.0 / 10.5));
