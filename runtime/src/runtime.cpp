@@ -265,13 +265,14 @@ struct Norm::State {
       switch (slot.shape) {
         case ir::Shape::tile: {
           if (t.dtype != expected) {
-            fail(what + " has dtype " + std::string(dtype_name(t.dtype)) + " but needs " +
+            fail(what + " has dtype " + std::string(dtype_name(t.dtype)) +
+                 (slot.dtype ? " but needs " : " but the row tensors are ") +
                  std::string(dtype_name(expected)));
           }
           if (t.rows != shape.rows || t.cols != shape.cols) {
             fail(what + " is [" + std::to_string(t.rows) + ", " + std::to_string(t.cols) +
-                 "] but " + first_label + " is [" + std::to_string(shape.rows) + ", " +
-                 std::to_string(shape.cols) + "]");
+                 "] but '" + program.slots[*first_tile].name + "' is [" +
+                 std::to_string(shape.rows) + ", " + std::to_string(shape.cols) + "]");
           }
           if (t.row_stride < t.cols) {
             fail(what + " has row_stride " + std::to_string(t.row_stride) + " < cols " +
@@ -549,10 +550,12 @@ Norm Runtime::load(const ir::Program& program) {
   state->hash = program.hash();
   state->plan = plan_kernels(state->lowered);
   for (const ir::Slot& slot : program.slots) {
-    const char* kind = slot.shape == ir::Shape::tile         ? "row tensor"
-                       : slot.shape == ir::Shape::column     ? "column"
-                       : slot.shape == ir::Shape::row_scalar ? "row statistic"
-                                                             : "scalar";
+    const bool read = slot.role == ir::Role::read;
+    const char* kind = slot.shape == ir::Shape::tile     ? (read ? "row input" : "row output")
+                       : slot.shape == ir::Shape::column ? (read ? "column" : "column output")
+                       : slot.shape == ir::Shape::row_scalar
+                           ? (read ? "row values" : "row statistic")
+                           : (read ? "scalar" : "scalar output");
     state->labels.push_back(std::string(kind) + " '" + slot.name + "'");
     state->slot_list += (state->slot_list.empty() ? "" : ", ") + slot.name;
   }
