@@ -345,10 +345,7 @@ class OpBench {
 };
 
 std::string config_text(const tilenorm::KernelConfig& config) {
-  return config.describe() + " (" +
-         std::string(
-             tilenorm::row_storage_name(static_cast<tilenorm::RowStorage>(config.row_storage))) +
-         ")";
+  return config.describe();
 }
 
 void print_header(const driver::DeviceInfo& info, const Options& options,

@@ -16,6 +16,7 @@
 #include "tilenorm/runtime/driver.hpp"
 #include "tilenorm/runtime/heuristics.hpp"
 #include "tilenorm/runtime/runtime.hpp"
+#include "tilenorm/runtime/stats.hpp"
 #include "tilenorm/runtime/timing.hpp"
 #include "tilenorm/runtime/tuning_db.hpp"
 
@@ -46,12 +47,6 @@ void ensure_context_usable(const std::string& after) {
     throw ContextLost("the CUDA context is unusable after " + after + " (" + e.what() +
                       "); rerun the shapes that did not finish in a new process");
   }
-}
-
-double median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  const std::size_t middle = values.size() / 2;
-  return values.size() % 2 ? values[middle] : (values[middle - 1] + values[middle]) / 2;
 }
 
 std::string first_line(const std::string& text) {

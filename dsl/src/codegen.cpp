@@ -39,7 +39,13 @@ bool KernelConfig::operator==(const KernelConfig& other) const {
   return reflect::equal(*this, other);
 }
 std::string KernelConfig::describe() const {
-  return reflect::describe(*this);
+  // Row storage by name: a bare number says nothing to a reader.
+  return "threads_per_row=" + std::to_string(threads_per_row) +
+         " rows_per_cta=" + std::to_string(rows_per_cta) + " vec=" + std::to_string(vec) +
+         " row_storage=" +
+         (row_storage >= 0 && row_storage <= 3
+              ? std::string(row_storage_name(static_cast<RowStorage>(row_storage)))
+              : std::to_string(row_storage));
 }
 
 std::size_t KernelPlan::workspace_floats(std::int64_t partial_rows, std::int64_t n) const {

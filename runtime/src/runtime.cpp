@@ -118,6 +118,15 @@ struct LoadedKernel {
   int max_grid = 0;  // persistent kernels: CTAs resident at once on the whole device
 };
 
+std::optional<DiskCache> open_disk_cache() {
+  try {
+    return DiskCache(cache_directory());
+  } catch (const Error& e) {
+    warn(std::string("no disk cache for compiled kernels: ") + e.what());
+    return std::nullopt;
+  }
+}
+
 bool aligned(const void* p, std::size_t bytes) {
   return reinterpret_cast<std::uintptr_t>(p) % bytes == 0;
 }
@@ -129,7 +138,9 @@ struct Runtime::Impl {
   driver::DeviceInfo info;
   CUcontext context = nullptr;
   DeviceLimits limits;
-  DiskCache disk{cache_directory()};
+  // Without a usable cache directory (no HOME, no XDG_CACHE_HOME, no TILENORM_CACHE_DIR) the
+  // runtime still works, compiling in every process.
+  std::optional<DiskCache> disk = open_disk_cache();
   TuningDatabaseStack tuning;
   std::mutex mutex;                                   // guards modules and builtins
   std::unordered_map<std::string, CUmodule> modules;  // by compile cache key, in `context`
@@ -143,7 +154,7 @@ struct Runtime::Impl {
     std::lock_guard lock(mutex);
     auto it = modules.find(key);
     if (it == modules.end()) {
-      const CompiledKernel compiled = compile_cached(request, &disk);
+      const CompiledKernel compiled = compile_cached(request, disk ? &*disk : nullptr);
       if (!compiled.from_disk_cache) ++nvrtc_compiles;
       driver::ScopedContext scope(context);
       CUmodule module = nullptr;

@@ -239,15 +239,17 @@ TEST_CASE("errors: generate_cuda names the program, the config and the problem")
   const auto lowered = tilenorm::lower(tilenorm::kernels::builtin_program("layer_norm"));
   const tilenorm::KernelSpec too_wide{
       tilenorm::DType::f32, tilenorm::DType::f32, 4096, {256, 1, 8, 2}};
-  CHECK(message_of<tilenorm::ProgramError>([&] { tilenorm::generate_cuda(lowered, too_wide); }) ==
-        "cannot generate 'layer_norm' with threads_per_row=256 rows_per_cta=1 vec=8 "
-        "row_storage=2: vec must be a power of two with vec * element size <= 16 bytes, got 8");
+  CHECK(
+      message_of<tilenorm::ProgramError>([&] { tilenorm::generate_cuda(lowered, too_wide); }) ==
+      "cannot generate 'layer_norm' with threads_per_row=256 rows_per_cta=1 vec=8 "
+      "row_storage=global: vec must be a power of two with vec * element size <= 16 bytes, got 8");
   // 1024 bf16 values per thread, held raw two to a register.
   const tilenorm::KernelSpec too_long{
       tilenorm::DType::bf16, tilenorm::DType::bf16, 1 << 20, {1024, 1, 8, 0}};
   CHECK(message_of<tilenorm::ProgramError>([&] { tilenorm::generate_cuda(lowered, too_long); }) ==
         "cannot generate 'layer_norm' with threads_per_row=1024 rows_per_cta=1 vec=8 "
-        "row_storage=0: the row does not fit in registers (512 values per thread, budget 24)");
+        "row_storage=registers: the row does not fit in registers (512 values per thread, budget "
+        "24)");
   const tilenorm::KernelSpec empty_row{
       tilenorm::DType::bf16, tilenorm::DType::bf16, 0, {128, 2, 8, 0}};
   CHECK(contains(message_of<tilenorm::Error>([&] { tilenorm::generate_cuda(lowered, empty_row); }),

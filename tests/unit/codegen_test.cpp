@@ -536,11 +536,13 @@ TEST_CASE("codegen: the register budget counts raw row values, prefetching and c
 TEST_CASE("codegen: generate_cuda refuses what config_problem reports") {
   CHECK(generate_error("rms_norm",
                        {DType::bf16, DType::bf16, 1024, config(48, 1, 8, RowStorage::registers)}) ==
-        "cannot generate 'rms_norm' with threads_per_row=48 rows_per_cta=1 vec=8 row_storage=0: "
+        "cannot generate 'rms_norm' with threads_per_row=48 rows_per_cta=1 vec=8 "
+        "row_storage=registers: "
         "threads_per_row must be a power of two in 1..1024, got 48");
   CHECK(generate_error("layer_norm",
                        {DType::f32, DType::f32, 4096, config(4, 4, 4, RowStorage::global)}) ==
-        "cannot generate 'layer_norm' with threads_per_row=4 rows_per_cta=4 vec=4 row_storage=2: "
+        "cannot generate 'layer_norm' with threads_per_row=4 rows_per_cta=4 vec=4 "
+        "row_storage=global: "
         "threads per CTA (threads_per_row * rows_per_cta) must be in 32..1024, got 16");
   CHECK(contains(generate_error("layer_norm", {DType::f16, DType::f16, 4096,
                                                config(256, 1, 16, RowStorage::registers)}),
@@ -551,7 +553,8 @@ TEST_CASE("codegen: generate_cuda refuses what config_problem reports") {
   CHECK(generate_error("rms_norm_backward",
                        {DType::f32, DType::f32, 4096, config(32, 1, 4, RowStorage::prefetched)}) ==
         "cannot generate 'rms_norm_backward' with threads_per_row=32 rows_per_cta=1 vec=4 "
-        "row_storage=3: the row does not fit in registers (512 values per thread, budget 215)");
+        "row_storage=prefetched: the row does not fit in registers (512 values per thread, budget "
+        "215)");
   CHECK(contains(generate_error("layer_norm", {DType::bf16, DType::bf16, 4096,
                                                config(128, 2, 8, RowStorage::prefetched)}),
                  "prefetched rows need a persistent kernel"));
