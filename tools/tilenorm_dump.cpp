@@ -45,7 +45,8 @@ int dump(const std::vector<std::string>& args) {
   cli::add_value(app, "--threads-per-row", o.threads_per_row, "override the configuration", "K");
   cli::add_value(app, "--rows-per-cta", o.rows_per_cta, "override the configuration", "K");
   cli::add_value(app, "--vec", o.vec, "override the configuration", "K");
-  cli::add_value(app, "--storage", o.storage, "registers, shared or global", "S");
+  cli::add_value(app, "--storage", o.storage,
+                 "registers, shared, global or prefetched (backward only)", "S");
   auto* source_only = app.add_flag(
       "--source-only", o.source_only,
       "print only the self-contained source (prelude included), which `nvcc -arch=sm_90 -c` "

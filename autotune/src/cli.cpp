@@ -102,7 +102,8 @@ RowStorage parse_row_storage(std::string_view flag, std::string_view text) {
        {RowStorage::registers, RowStorage::shared, RowStorage::global, RowStorage::prefetched}) {
     if (row_storage_name(storage) == text) return storage;
   }
-  throw UsageError(std::string(flag) + " must be registers, shared or global, got " + quoted(text));
+  throw UsageError(std::string(flag) + " must be registers, shared, global or prefetched, got " +
+                   quoted(text));
 }
 
 std::string parse_kernel_name(std::string_view flag, std::string_view text) {
