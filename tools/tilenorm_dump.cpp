@@ -9,6 +9,7 @@
 #include "tilenorm/dsl/codegen.hpp"
 #include "tilenorm/kernels/programs.hpp"
 #include "tilenorm/runtime/heuristics.hpp"
+#include "tilenorm/runtime/runtime.hpp"
 
 namespace {
 
@@ -25,7 +26,7 @@ constexpr const char* kDescription =
 
 struct DumpOptions {
   std::string kernel, dtype = "bf16", n = "4096";
-  std::string threads_per_row, rows_per_cta, vec, storage;
+  std::string threads_per_row, rows_per_cta, vec, storage, arch;
   bool source_only = false, ir_only = false, backward = false, recompute = false;
 };
 
@@ -52,6 +53,11 @@ int dump(const std::vector<std::string>& args) {
       "print only the self-contained source (prelude included), which `nvcc -arch=sm_90 -c` "
       "compiles as a .cu file");
   app.add_flag("--ir-only", o.ir_only, "print only the IR")->excludes(source_only);
+  cli::add_value(app, "--arch", o.arch,
+                 "also compile for this target through NVRTC (sm_80 to sm_120) and print its "
+                 "registers and spills; a known device's limits (A100, L40S, H100, H200, B200 or "
+                 "their sm_XX) drive the heuristic",
+                 "sm_XX");
   auto* backward = app.add_flag("--backward", o.backward,
                                 "the derived backward (reading the saved statistics): its IR, "
                                 "main and finishing kernels");
@@ -83,12 +89,21 @@ int dump(const std::vector<std::string>& args) {
         static_cast<int>(cli::parse_integer("--vec", o.vec, 1, kMaxKnob)),
         static_cast<int>(cli::parse_row_storage("--storage", o.storage))};
   } else {
-    spec.config = tn::heuristic_config(lowered, spec.io_dtype, spec.param_dtype, n,
-                                       tn::DeviceLimits::hopper());
+    tn::DeviceLimits limits = tn::DeviceLimits::hopper();
+    for (const tn::DeviceLimits& device : tn::known_devices()) {
+      if (device.arch == o.arch) {
+        limits = device;
+        break;
+      }
+    }
+    spec.config = tn::heuristic_config(lowered, spec.io_dtype, spec.param_dtype, n, limits);
   }
   // Generated before anything is printed, so that a configuration codegen rejects prints nothing.
   const std::optional<tn::GeneratedKernel> generated =
       o.ir_only ? std::nullopt : std::optional(tn::generate_cuda(lowered, spec));
+  // Compiled before anything is printed too, so that a target NVRTC refuses prints nothing.
+  std::optional<tn::BuiltKernel> built;
+  if (!o.arch.empty() && !o.ir_only) built = tn::build_kernel(lowered, spec, o.arch, false);
   if (o.source_only) {
     std::cout << generated->source;
     return cli::kExitOk;
@@ -97,6 +112,10 @@ int dump(const std::vector<std::string>& args) {
   if (generated) {
     std::cout << "// ---- CUDA (prelude omitted; --source-only includes it)\n"
               << generated->source.substr(tn::device_prelude().size());
+  }
+  if (built) {
+    std::cout << "// ---- NVRTC " << o.arch << ": " << built->registers << " registers, "
+              << built->spill_bytes << " bytes spilled\n";
   }
   return cli::kExitOk;
 }

@@ -134,8 +134,11 @@ std::string join_counts(const std::vector<std::int64_t>& values) {
 
 int dry_run(const tn::TuneCommand& command) {
   tn::DeviceLimits limits = tn::DeviceLimits::hopper();
-  std::string limits_source = "no GPU: Hopper limits";
-  if (tn::driver::gpu_available()) {
+  std::string limits_source = "no GPU: H200 limits";
+  if (!command.arch.empty()) {
+    limits = tn::known_device(command.arch);
+    limits_source = std::string(limits.name) + " (" + std::string(limits.arch) + ") limits";
+  } else if (tn::driver::gpu_available()) {
     const tn::driver::DeviceInfo info = tn::driver::device_info(0);
     limits = {info.shared_memory_per_block_optin, info.multiprocessors};
     limits_source = info.name;

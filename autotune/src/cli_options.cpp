@@ -5,6 +5,7 @@
 
 #include "tilenorm/autotune/cli11.hpp"
 #include "tilenorm/kernels/programs.hpp"
+#include "tilenorm/runtime/heuristics.hpp"
 #include "tilenorm/runtime/tuning_db.hpp"
 
 namespace tilenorm {
@@ -91,6 +92,10 @@ struct Parser {
     app.add_flag("--list-pruned", tune.list_pruned,
                  "with --dry-run: every pruned configuration with its reason");
     app.add_flag("--quiet", tune.quiet, "no progress bar and no per-shape detail; tables only");
+    cli::add_value(app, "--arch", tune.arch,
+                   "with --dry-run: the limits of a known GPU instead of this machine's: A100, "
+                   "L40S, H100, H200, B200, or sm_80, sm_89, sm_90, sm_100",
+                   "DEVICE");
 
     show_app = app.add_subcommand("show", "print what a tuning database holds");
     cli::add_value(*show_app, "--db", show_db,
@@ -168,6 +173,15 @@ struct Parser {
                  [](const std::string& text) { return cli::parse_integer("--m", text, 1, kMaxM); });
     if (tune.list_pruned && !tune.dry_run) {
       throw UsageError("--list-pruned only works with --dry-run");
+    }
+    if (!tune.arch.empty()) {
+      if (!tune.dry_run)
+        throw UsageError("--arch only works with --dry-run (tuning times this GPU)");
+      try {
+        known_device(tune.arch);
+      } catch (const Error& e) {
+        throw UsageError(std::string("--arch: ") + e.what());
+      }
     }
     if (tune.ns.empty()) {
       if (!all) {

@@ -1,6 +1,10 @@
 #include "tilenorm/runtime/heuristics.hpp"
 
 #include <algorithm>
+#include <cctype>
+#include <string>
+
+#include "tilenorm/dsl/error.hpp"
 
 namespace tilenorm {
 namespace {
@@ -21,6 +25,37 @@ KernelConfig with_rows(int threads_per_row, int vec, RowStorage storage) {
 }
 
 }  // namespace
+
+std::span<const DeviceLimits> known_devices() {
+  // Opt-in shared memory per block and SM counts from the vendor's tuning guides; the
+  // heuristic uses nothing else.
+  static constexpr DeviceLimits kDevices[] = {
+      {163 * 1024, 108, "A100", "sm_80", false}, {99 * 1024, 142, "L40S", "sm_89", false},
+      {227 * 1024, 132, "H100", "sm_90", true},  {227 * 1024, 132, "H200", "sm_90", true},
+      {227 * 1024, 148, "B200", "sm_100", true},
+  };
+  return kDevices;
+}
+
+DeviceLimits DeviceLimits::hopper() {
+  return known_device("H200");
+}
+
+const DeviceLimits& known_device(std::string_view name_or_arch) {
+  auto same = [](std::string_view a, std::string_view b) {
+    return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+             return std::tolower(static_cast<unsigned char>(x)) ==
+                    std::tolower(static_cast<unsigned char>(y));
+           });
+  };
+  std::string known;
+  for (const DeviceLimits& device : known_devices()) {
+    if (same(device.name, name_or_arch) || same(device.arch, name_or_arch)) return device;
+    known += (known.empty() ? "" : ", ") + std::string(device.name) + " (" +
+             std::string(device.arch) + ")";
+  }
+  throw Error("unknown device '" + std::string(name_or_arch) + "' (known: " + known + ")");
+}
 
 int widest_vec(DType io_dtype, DType param_dtype) {
   return static_cast<int>(16 / std::max(dtype_size(io_dtype), dtype_size(param_dtype)));

@@ -420,7 +420,7 @@ TEST_CASE("codegen: shared storage asks for dynamic shared memory, the others do
       CHECK(kernel.dynamic_shared_bytes == expected);
       CHECK(tilenorm::dynamic_shared_memory_bytes(program, spec) == expected);
       CHECK(contains(kernel.source, "extern __shared__") == (storage == RowStorage::shared));
-      CHECK(contains(kernel.source, "(" + std::string(tilenorm::row_storage_name(storage)) + ")"));
+      CHECK(contains(kernel.source, "row_storage=" + std::string(tilenorm::row_storage_name(storage))));
     }
   }
 }

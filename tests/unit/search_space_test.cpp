@@ -324,3 +324,39 @@ TEST_CASE("cli: usage errors say what is wrong and what to write") {
   CHECK(contains(usage_error({"merge", "out.json", "--force", "a.json"}),
                  "argument was not expected: --force"));
 }
+
+TEST_CASE("device limits: a table of known GPUs drives the search space without a GPU") {
+  const auto& l40s = tilenorm::known_device("l40s");
+  CHECK(l40s.name == "L40S");
+  CHECK(l40s.arch == "sm_89");
+  CHECK(l40s.shared_memory_per_block == 99 * 1024);
+  CHECK_FALSE(l40s.clusters);
+  CHECK(tilenorm::known_device("sm_100").name == "B200");
+  CHECK(tilenorm::known_device("sm_90").clusters);
+  CHECK(tilenorm::DeviceLimits::hopper().name == "H200");
+  std::string message;
+  try {
+    tilenorm::known_device("sm_75");
+  } catch (const tilenorm::Error& e) {
+    message = e.what();
+  }
+  CHECK(message ==
+        "unknown device 'sm_75' (known: A100 (sm_80), L40S (sm_89), H100 (sm_90), H200 (sm_90), "
+        "B200 (sm_100))");
+  // Less shared memory per block: the L40S prunes what the H200 keeps.
+  const auto program = lowered("rms_norm");
+  const auto on_l40s = tilenorm::build_search_space(program, DType::f32, DType::f32, 32768, l40s);
+  const auto on_h200 = tilenorm::build_search_space(program, DType::f32, DType::f32, 32768,
+                                                    tilenorm::DeviceLimits::hopper());
+  for (const auto& candidate : on_l40s) CHECK(candidate.dynamic_shared_bytes <= 99 * 1024);
+  CHECK(std::any_of(on_h200.begin(), on_h200.end(), [](const tilenorm::Candidate& c) {
+    return c.dynamic_shared_bytes > 99 * 1024;
+  }));
+
+  const auto dry = parse_as<tilenorm::TuneCommand>({"--dry-run", "--arch", "a100", "--n", "4096"});
+  CHECK(dry.arch == "a100");
+  CHECK(usage_error({"--arch", "h100", "--n", "4096"}) ==
+        "--arch only works with --dry-run (tuning times this GPU)");
+  CHECK(usage_error({"--dry-run", "--arch", "sm_75", "--n", "4096"})
+            .starts_with("--arch: unknown device 'sm_75'"));
+}

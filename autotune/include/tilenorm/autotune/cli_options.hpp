@@ -22,6 +22,7 @@ struct TuneCommand {
   bool dry_run = false;
   bool list_pruned = false;  // with dry_run: every pruned configuration and its reason
   bool quiet = false;
+  std::string arch;  // with dry_run: a known device or arch whose limits to use (no GPU needed)
 };
 
 // `tilenorm-tune show [--db PATH]`

@@ -3,17 +3,30 @@
 // the tuned speed for common ones.
 #include <cstddef>
 #include <cstdint>
+#include <span>
+#include <string_view>
 
 #include "tilenorm/dsl/codegen.hpp"
 
 namespace tilenorm {
 
+// What the heuristic and the search space need to know about a GPU. At run time they come
+// from the driver; without a GPU, from known_devices().
 struct DeviceLimits {
   std::size_t shared_memory_per_block = 48 * 1024;  // with the opt-in, for dynamic smem
   int multiprocessors = 1;
-  // The H100/H200 (sm_90) limits, for generating code without a GPU.
-  static DeviceLimits hopper() { return {227 * 1024, 132}; }
+  std::string_view name = "";  // known_devices() rows only
+  std::string_view arch = "";  // "sm_90"
+  bool clusters = false;       // thread-block clusters (sm_90 and later)
+  // The H200 (sm_90) limits, for generating code without a GPU.
+  static DeviceLimits hopper();
 };
+
+// A100 (sm_80), L40S (sm_89), H100 and H200 (sm_90), B200 (sm_100).
+std::span<const DeviceLimits> known_devices();
+// The row of known_devices() whose name (case-insensitive, "h200") or arch ("sm_89") is
+// `name_or_arch` (an arch names its first device); throws tilenorm::Error listing them.
+const DeviceLimits& known_device(std::string_view name_or_arch);
 
 // The widest vector (elements) whose accesses stay within 16 bytes for these dtypes.
 int widest_vec(DType io_dtype, DType param_dtype);
