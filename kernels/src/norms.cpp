@@ -42,7 +42,7 @@ void require_gradient(const char* op, const char* what, bool needed, bool given)
     throw Error(std::string(op) + ": d" + what + " given, but the forward had no " + what);
 }
 
-std::vector<Arg> layer_norm_backward_args(const Norm& norm, const LayerNormBackward& a) {
+BoundArgs layer_norm_backward_args(const Norm& norm, const LayerNormBackward& a) {
   require_gradient("layer_norm_backward", "weight", a.weight.has_value(), a.dweight.has_value());
   require_gradient("layer_norm_backward", "bias", a.bias.has_value(), a.dbias.has_value());
   return bind_args(norm.program(), {{"x", a.x},
@@ -61,7 +61,7 @@ const Norm& layer_norm_backward_norm(Runtime& runtime, const LayerNormBackward& 
   return kernels::builtin(runtime, backward_name(forward, {a.mean, a.rstd}));
 }
 
-std::vector<Arg> rms_norm_backward_args(const Norm& norm, const RmsNormBackward& a) {
+BoundArgs rms_norm_backward_args(const Norm& norm, const RmsNormBackward& a) {
   require_gradient("rms_norm_backward", "weight", a.weight.has_value(), a.dweight.has_value());
   return bind_args(norm.program(), {{"x", a.x},
                                     {"dy", a.dy},

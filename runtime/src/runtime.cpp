@@ -41,9 +41,14 @@ std::string tuning_dtype_key(DType io_dtype, DType param_dtype) {
   return key;
 }
 
-std::vector<Arg> bind_args(const ir::Program& program, std::initializer_list<NamedArg> named) {
-  std::vector<Arg> args;
-  args.reserve(program.slots.size());
+void BoundArgs::push_back(const Arg& arg) {
+  if (size_ == kMaxBoundArgs)
+    throw Error("more than " + std::to_string(kMaxBoundArgs) + " arguments to bind");
+  args_[size_++] = arg;
+}
+
+BoundArgs bind_args(const ir::Program& program, std::initializer_list<NamedArg> named) {
+  BoundArgs args;
   for (const ir::Slot& slot : program.slots) {
     const NamedArg* found = nullptr;
     for (const NamedArg& arg : named) {

@@ -2,6 +2,7 @@
 // The facade: binds DSL programs to a GPU, picks a configuration (tuning database, else the
 // built-in heuristic), compiles or loads the kernel once, and launches it on the caller's
 // stream. Only launching needs a GPU; see build_kernel() for compiling without one.
+#include <array>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -33,7 +34,19 @@ using KernelArgs = std::span<const Arg>;
 // the program does not have are ignored (so one list can serve a program's variants); a slot
 // with no argument is an error that names it.
 using NamedArg = std::pair<std::string_view, Arg>;
-std::vector<Arg> bind_args(const ir::Program& program, std::initializer_list<NamedArg> named);
+// Up to kMaxBoundArgs arguments held in place, so that binding allocates nothing.
+inline constexpr std::size_t kMaxBoundArgs = 32;
+class BoundArgs {
+ public:
+  void push_back(const Arg& arg);
+  operator KernelArgs() const { return {args_.data(), size_}; }
+  std::size_t size() const { return size_; }
+
+ private:
+  std::array<Arg, kMaxBoundArgs> args_{};
+  std::size_t size_ = 0;
+};
+BoundArgs bind_args(const ir::Program& program, std::initializer_list<NamedArg> named);
 
 // Where a launch's configuration came from.
 enum class ConfigSource { tuned_exact, tuned_nearest_m, heuristic, explicit_config };

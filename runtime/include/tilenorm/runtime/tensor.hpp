@@ -56,6 +56,7 @@ struct Workspace {
 class Arg {
  public:
   enum class Kind { rows, column, row_stat, scalar_value, scalar_out };
+  Arg() = default;  // an empty row view (rejected by a launch as a null pointer)
   Arg(const TensorView& t) : kind_(Kind::rows), tensor_(t) {}
   Arg(const ColumnView& c) : kind_(Kind::column), tensor_{c.data, c.dtype, 1, c.size, c.size} {}
   Arg(const RowStatView& s) : kind_(Kind::row_stat), tensor_{s.data, DType::f32, s.rows, 1, 1} {}
@@ -68,7 +69,7 @@ class Arg {
   float value() const { return value_; }
 
  private:
-  Kind kind_;
+  Kind kind_ = Kind::rows;
   TensorView tensor_{};
   float value_ = 0.0f;
 };
