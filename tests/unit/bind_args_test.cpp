@@ -1,6 +1,7 @@
 // Binding launch arguments by name: no GPU needed (nothing is launched).
 #include <doctest/doctest.h>
 
+#include "tilenorm/dsl/error.hpp"
 #include "tilenorm/kernels/programs.hpp"
 #include "tilenorm/runtime/runtime.hpp"
 
