@@ -1,17 +1,12 @@
 #include <algorithm>
-#include <cstdlib>
 #include <iostream>
 #include <sstream>
 
+#include "tilenorm/dsl/env.hpp"
 #include "tilenorm/dsl/passes.hpp"
 
 namespace tilenorm {
 namespace {
-
-bool dump_requested() {
-  const char* value = std::getenv("TILENORM_DUMP_IR");
-  return value && *value && std::string_view(value) != "0";
-}
 
 void dump(std::string_view after, const std::string& text) {
   std::cerr << "=== tilenorm IR after " << after << " ===\n" << text;
@@ -40,7 +35,7 @@ std::string LoweredProgram::to_string() const {
 }
 
 LoweredProgram lower(const ir::Program& program) {
-  const bool dumping = dump_requested();
+  const bool dumping = env_flag("TILENORM_DUMP_IR");
   if (dumping) dump("front end", program.to_string());
   passes::verify(program);
   if (dumping) dump("verify", program.to_string());

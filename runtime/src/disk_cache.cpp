@@ -7,7 +7,7 @@
 #include <unordered_map>
 #include <utility>
 
-#include "tilenorm/runtime/env.hpp"
+#include "tilenorm/dsl/env.hpp"
 #include "tilenorm/runtime/fileio.hpp"
 #include "tilenorm/runtime/log.hpp"
 #include "tilenorm/runtime/sha256.hpp"

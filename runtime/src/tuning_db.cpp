@@ -10,7 +10,7 @@
 #include <limits>
 
 #include "tilenorm/dsl/error.hpp"
-#include "tilenorm/runtime/env.hpp"
+#include "tilenorm/dsl/env.hpp"
 #include "tilenorm/runtime/fileio.hpp"
 #include "tilenorm/runtime/log.hpp"
 #include "tilenorm/runtime/paths.hpp"

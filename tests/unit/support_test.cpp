@@ -9,7 +9,7 @@
 #include <string>
 
 #include "tilenorm/dsl/error.hpp"
-#include "tilenorm/runtime/env.hpp"
+#include "tilenorm/dsl/env.hpp"
 #include "tilenorm/runtime/fileio.hpp"
 #include "tilenorm/runtime/stats.hpp"
 

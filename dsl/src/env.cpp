@@ -1,4 +1,4 @@
-#include "tilenorm/runtime/env.hpp"
+#include "tilenorm/dsl/env.hpp"
 
 #include <cstdlib>
 #include <string_view>
