@@ -30,7 +30,7 @@ int compile_only(const std::string& why) {
   std::cout << "No GPU: " << why
             << "\nCompiling every built-in kernel for sm_90 instead (bf16, N = " << kCols
             << ").\n\n";
-  std::printf("%-22s %12s %10s %8s %s\n", "kernel", "source (B)", "registers", "spills", "config");
+  std::printf("%-40s %12s %10s %8s %s\n", "kernel", "source (B)", "registers", "spills", "config");
   bool clean = true;
   for (const auto& kernel : tilenorm::kernels::builtin_kernels()) {
     const tilenorm::LoweredProgram lowered = tilenorm::lower(kernel.program);
@@ -38,7 +38,7 @@ int compile_only(const std::string& why) {
                                     tilenorm::heuristic_config(lowered, kDType, kDType, kCols,
                                                                tilenorm::DeviceLimits::hopper())};
     const tilenorm::BuiltKernel built = tilenorm::build_kernel(lowered, spec, "sm_90");
-    std::printf("%-22s %12zu %10d %8d %s\n", kernel.name.c_str(), built.generated.source.size(),
+    std::printf("%-40s %12zu %10d %8d %s\n", kernel.name.c_str(), built.generated.source.size(),
                 built.registers, built.spill_bytes, tilenorm::short_config(spec.config).c_str());
     clean = clean && built.spill_bytes == 0 && built.registers > 0;
   }
