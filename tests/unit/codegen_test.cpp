@@ -420,7 +420,8 @@ TEST_CASE("codegen: shared storage asks for dynamic shared memory, the others do
       CHECK(kernel.dynamic_shared_bytes == expected);
       CHECK(tilenorm::dynamic_shared_memory_bytes(program, spec) == expected);
       CHECK(contains(kernel.source, "extern __shared__") == (storage == RowStorage::shared));
-      CHECK(contains(kernel.source, "row_storage=" + std::string(tilenorm::row_storage_name(storage))));
+      CHECK(contains(kernel.source,
+                     "row_storage=" + std::string(tilenorm::row_storage_name(storage))));
     }
   }
 }
@@ -789,4 +790,24 @@ TEST_CASE("codegen: every built-in kernel compiles for the other supported archi
       MESSAGE("spills " << results[i].spill_bytes << " bytes: " << jobs[i].label());
     }
   }
+}
+
+TEST_CASE("codegen: long column partial sums live in shared memory, short ones in registers") {
+  const auto program = lowered("layer_norm_backward");  // dweight and dbias
+  // 32 threads per row at N = 4096: 128 values of each sum per thread, in shared memory.
+  const auto long_sums = tilenorm::generate_cuda(
+      program, {DType::bf16, DType::bf16, 4096, config(32, 1, 8, RowStorage::registers)});
+  CHECK(contains(long_sums.source, "float* tn_xs = "));
+  CHECK_FALSE(contains(long_sums.source, "float xacc"));
+  CHECK(long_sums.dynamic_shared_bytes == 2 * 128 * 32 * 4);
+  // The slots of one thread are a CTA apart, so the 32 lanes of a warp hit 32 banks.
+  CHECK(contains(long_sums.source, "* THREADS + threadIdx.x]"));
+  // 16 threads per row at N = 128: 8 values of each sum per thread stay in registers.
+  const auto short_sums = tilenorm::generate_cuda(
+      program, {DType::bf16, DType::bf16, 128, config(16, 16, 8, RowStorage::registers)});
+  CHECK_FALSE(contains(short_sums.source, "tn_xs"));
+  CHECK(contains(short_sums.source, "float xacc"));
+  CHECK(short_sums.dynamic_shared_bytes == 0);
+  // Several row groups per CTA are combined before the partial row is written: one per CTA.
+  CHECK(short_sums.partials_per_cta == 1);
 }
