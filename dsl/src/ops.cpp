@@ -119,172 +119,131 @@ void grad_reduce_min(B& b, const Node& n, NodeId self, NodeId adj) {
   grad_reduce_extreme(b, n, self, adj, Op::less_equal);
 }
 
-// ---- fp64 semantics (the interpreter).
-using D = double;
-D e_neg(const Node&, D a, D, D) {
-  return -a;
-}
-D e_abs(const Node&, D a, D, D) {
-  return std::fabs(a);
-}
-D e_sqrt(const Node&, D a, D, D) {
-  return std::sqrt(a);
-}
-D e_rsqrt(const Node&, D a, D, D) {
-  return 1.0 / std::sqrt(a);
-}
-D e_exp(const Node&, D a, D, D) {
-  return std::exp(a);
-}
-D e_log(const Node&, D a, D, D) {
-  return std::log(a);
-}
-D e_tanh(const Node&, D a, D, D) {
-  return std::tanh(a);
-}
-D e_sigmoid(const Node&, D a, D, D) {
-  return 1.0 / (1.0 + std::exp(-a));
-}
-D e_add(const Node&, D a, D b, D) {
-  return a + b;
-}
-D e_sub(const Node&, D a, D b, D) {
-  return a - b;
-}
-D e_mul(const Node&, D a, D b, D) {
-  return a * b;
-}
-D e_div(const Node&, D a, D b, D) {
-  return a / b;
-}
-D e_min(const Node&, D a, D b, D) {
-  return std::fmin(a, b);
-}
-D e_max(const Node&, D a, D b, D) {
-  return std::fmax(a, b);
-}
-D e_pow(const Node&, D a, D b, D) {
-  return std::pow(a, b);
-}
-D e_less(const Node&, D a, D b, D) {
-  return a < b ? 1.0 : 0.0;
-}
-D e_less_equal(const Node&, D a, D b, D) {
-  return a <= b ? 1.0 : 0.0;
-}
-D e_greater(const Node&, D a, D b, D) {
-  return a > b ? 1.0 : 0.0;
-}
-D e_greater_equal(const Node&, D a, D b, D) {
-  return a >= b ? 1.0 : 0.0;
-}
-D e_select(const Node&, D a, D b, D c) {
-  return a != 0.0 ? b : c;
-}
-D e_round_to(const Node& n, D a, D, D) {
-  return round_to_dtype(a, n.dtype);
-}
-
-// ---- fp32 semantics (constant folding, as the device computes).
-using F = float;
-F f_neg(const Node&, F a, F, F) {
-  return -a;
-}
-F f_abs(const Node&, F a, F, F) {
-  return std::fabs(a);
-}
-F f_sqrt(const Node&, F a, F, F) {
-  return std::sqrt(a);
-}
-F f_rsqrt(const Node&, F a, F, F) {
-  return 1.0f / std::sqrt(a);
-}
-F f_exp(const Node&, F a, F, F) {
-  return std::exp(a);
-}
-F f_log(const Node&, F a, F, F) {
-  return std::log(a);
-}
-F f_tanh(const Node&, F a, F, F) {
-  return std::tanh(a);
-}
-F f_sigmoid(const Node&, F a, F, F) {
-  return 1.0f / (1.0f + std::exp(-a));
-}
-F f_add(const Node&, F a, F b, F) {
-  return a + b;
-}
-F f_sub(const Node&, F a, F b, F) {
-  return a - b;
-}
-F f_mul(const Node&, F a, F b, F) {
-  return a * b;
-}
-F f_div(const Node&, F a, F b, F) {
-  return a / b;
-}
-F f_min(const Node&, F a, F b, F) {
-  return std::fmin(a, b);
-}
-F f_max(const Node&, F a, F b, F) {
-  return std::fmax(a, b);
-}
-F f_pow(const Node&, F a, F b, F) {
-  return std::pow(a, b);
-}
-F f_less(const Node&, F a, F b, F) {
-  return a < b ? 1.0f : 0.0f;
-}
-F f_less_equal(const Node&, F a, F b, F) {
-  return a <= b ? 1.0f : 0.0f;
-}
-F f_greater(const Node&, F a, F b, F) {
-  return a > b ? 1.0f : 0.0f;
-}
-F f_greater_equal(const Node&, F a, F b, F) {
-  return a >= b ? 1.0f : 0.0f;
-}
-F f_select(const Node&, F a, F b, F c) {
-  return a != 0.0f ? b : c;
-}
-F f_round_to(const Node& n, F a, F, F) {
-  return static_cast<float>(round_to_dtype(a, n.dtype));
-}
+using D = double;  // the interpreter's arithmetic
+using F = float;   // the device's, for constant folding
 
 constexpr double kInf = HUGE_VAL;
 
 using K = OpKind;
 // clang-format off
 constexpr OpInfo kOps[] = {
-  // op                name             arity kind            comm   fp64             fp32             CUDA                                  identity gradient
-  {Op::load,          "load",          0, K::leaf,        false, nullptr,         nullptr,         "",                                   0,     nullptr},
-  {Op::constant,      "constant",      0, K::leaf,        false, nullptr,         nullptr,         "",                                   0,     nullptr},
-  {Op::row_length,    "row_length",    0, K::leaf,        false, nullptr,         nullptr,         "static_cast<float>(N)",              0,     nullptr},
-  {Op::neg,           "neg",           1, K::elementwise, false, e_neg,           f_neg,           "(-$0)",                              0,     grad_neg},
-  {Op::abs,           "abs",           1, K::elementwise, false, e_abs,           f_abs,           "fabsf($0)",                          0,     grad_abs},
-  {Op::sqrt,          "sqrt",          1, K::elementwise, false, e_sqrt,          f_sqrt,          "sqrtf($0)",                          0,     grad_sqrt},
-  {Op::rsqrt,         "rsqrt",         1, K::elementwise, false, e_rsqrt,         f_rsqrt,         "rsqrtf($0)",                         0,     grad_rsqrt},
-  {Op::exp,           "exp",           1, K::elementwise, false, e_exp,           f_exp,           "expf($0)",                           0,     grad_exp},
-  {Op::log,           "log",           1, K::elementwise, false, e_log,           f_log,           "logf($0)",                           0,     grad_log},
-  {Op::tanh,          "tanh",          1, K::elementwise, false, e_tanh,          f_tanh,          "tanhf($0)",                          0,     grad_tanh},
-  {Op::sigmoid,       "sigmoid",       1, K::elementwise, false, e_sigmoid,       f_sigmoid,       "tn::sigmoid($0)",                    0,     grad_sigmoid},
-  {Op::round_to,      "round_to",      1, K::elementwise, false, e_round_to,      f_round_to,        "tn::round_to<$T>($0)",               0,     grad_identity},
-  {Op::add,           "add",           2, K::elementwise, true,  e_add,           f_add,           "($0 + $1)",                          0,     grad_add},
-  {Op::sub,           "sub",           2, K::elementwise, false, e_sub,           f_sub,           "($0 - $1)",                          0,     grad_sub},
-  {Op::mul,           "mul",           2, K::elementwise, true,  e_mul,           f_mul,           "($0 * $1)",                          0,     grad_mul},
-  {Op::div,           "div",           2, K::elementwise, false, e_div,           f_div,           "($0 / $1)",                          0,     grad_div},
-  {Op::min,           "min",           2, K::elementwise, true,  e_min,           f_min,           "fminf($0, $1)",                      0,     grad_min},
-  {Op::max,           "max",           2, K::elementwise, true,  e_max,           f_max,           "fmaxf($0, $1)",                      0,     grad_max},
-  {Op::pow,           "pow",           2, K::elementwise, false, e_pow,           f_pow,           "powf($0, $1)",                       0,     grad_pow},
-  {Op::less,          "less",          2, K::elementwise, false, e_less,          f_less,          "($0 < $1 ? 1.0f : 0.0f)",            0,     grad_none},
-  {Op::less_equal,    "less_equal",    2, K::elementwise, false, e_less_equal,    f_less_equal,    "($0 <= $1 ? 1.0f : 0.0f)",           0,     grad_none},
-  {Op::greater,       "greater",       2, K::elementwise, false, e_greater,       f_greater,       "($0 > $1 ? 1.0f : 0.0f)",            0,     grad_none},
-  {Op::greater_equal, "greater_equal", 2, K::elementwise, false, e_greater_equal, f_greater_equal, "($0 >= $1 ? 1.0f : 0.0f)",           0,     grad_none},
-  {Op::select,        "select",        3, K::elementwise, false, e_select,        f_select,        "($0 != 0.0f ? $1 : $2)",             0,     grad_select},
-  {Op::reduce_sum,    "sum",           1, K::reduction,   false, nullptr,         nullptr,         "tn::kSum",                           0,     grad_reduce_sum},
-  {Op::reduce_mean,   "mean",          1, K::reduction,   false, nullptr,         nullptr,         "tn::kSum",                           0,     grad_reduce_mean},
-  {Op::reduce_max,    "max_reduce",    1, K::reduction,   false, nullptr,         nullptr,         "tn::kMax",                           -kInf, grad_reduce_max},
-  {Op::reduce_min,    "min_reduce",    1, K::reduction,   false, nullptr,         nullptr,         "tn::kMin",                           kInf,  grad_reduce_min},
+    // {op, name, arity, kind, commutative,
+    //  fp64 meaning (the interpreter),
+    //  fp32 meaning (constant folding; written apart from the fp64 one so that the oracle
+    //  shares no code with what it checks),
+    //  CUDA spelling, reduction identity, derivative rule}
+    {Op::load, "load", 0, K::leaf, false,
+     nullptr,
+     nullptr,
+     "", 0, nullptr},
+    {Op::constant, "constant", 0, K::leaf, false,
+     nullptr,
+     nullptr,
+     "", 0, nullptr},
+    {Op::row_length, "row_length", 0, K::leaf, false,
+     nullptr,
+     nullptr,
+     "static_cast<float>(N)", 0, nullptr},
+    {Op::neg, "neg", 1, K::elementwise, false,
+     [](const Node&, D a, D, D) { return -a; },
+     [](const Node&, F a, F, F) { return -a; },
+     "(-$0)", 0, grad_neg},
+    {Op::abs, "abs", 1, K::elementwise, false,
+     [](const Node&, D a, D, D) { return std::fabs(a); },
+     [](const Node&, F a, F, F) { return std::fabs(a); },
+     "fabsf($0)", 0, grad_abs},
+    {Op::sqrt, "sqrt", 1, K::elementwise, false,
+     [](const Node&, D a, D, D) { return std::sqrt(a); },
+     [](const Node&, F a, F, F) { return std::sqrt(a); },
+     "sqrtf($0)", 0, grad_sqrt},
+    {Op::rsqrt, "rsqrt", 1, K::elementwise, false,
+     [](const Node&, D a, D, D) { return 1.0 / std::sqrt(a); },
+     [](const Node&, F a, F, F) { return 1.0f / std::sqrt(a); },
+     "rsqrtf($0)", 0, grad_rsqrt},
+    {Op::exp, "exp", 1, K::elementwise, false,
+     [](const Node&, D a, D, D) { return std::exp(a); },
+     [](const Node&, F a, F, F) { return std::exp(a); },
+     "expf($0)", 0, grad_exp},
+    {Op::log, "log", 1, K::elementwise, false,
+     [](const Node&, D a, D, D) { return std::log(a); },
+     [](const Node&, F a, F, F) { return std::log(a); },
+     "logf($0)", 0, grad_log},
+    {Op::tanh, "tanh", 1, K::elementwise, false,
+     [](const Node&, D a, D, D) { return std::tanh(a); },
+     [](const Node&, F a, F, F) { return std::tanh(a); },
+     "tanhf($0)", 0, grad_tanh},
+    {Op::sigmoid, "sigmoid", 1, K::elementwise, false,
+     [](const Node&, D a, D, D) { return 1.0 / (1.0 + std::exp(-a)); },
+     [](const Node&, F a, F, F) { return 1.0f / (1.0f + std::exp(-a)); },
+     "tn::sigmoid($0)", 0, grad_sigmoid},
+    {Op::round_to, "round_to", 1, K::elementwise, false,
+     [](const Node& n, D a, D, D) { return round_to_dtype(a, n.dtype); },
+     [](const Node& n, F a, F, F) { return static_cast<float>(round_to_dtype(a, n.dtype)); },
+     "tn::round_to<$T>($0)", 0, grad_identity},
+    {Op::add, "add", 2, K::elementwise, true,
+     [](const Node&, D a, D b, D) { return a + b; },
+     [](const Node&, F a, F b, F) { return a + b; },
+     "($0 + $1)", 0, grad_add},
+    {Op::sub, "sub", 2, K::elementwise, false,
+     [](const Node&, D a, D b, D) { return a - b; },
+     [](const Node&, F a, F b, F) { return a - b; },
+     "($0 - $1)", 0, grad_sub},
+    {Op::mul, "mul", 2, K::elementwise, true,
+     [](const Node&, D a, D b, D) { return a * b; },
+     [](const Node&, F a, F b, F) { return a * b; },
+     "($0 * $1)", 0, grad_mul},
+    {Op::div, "div", 2, K::elementwise, false,
+     [](const Node&, D a, D b, D) { return a / b; },
+     [](const Node&, F a, F b, F) { return a / b; },
+     "($0 / $1)", 0, grad_div},
+    {Op::min, "min", 2, K::elementwise, true,
+     [](const Node&, D a, D b, D) { return std::fmin(a, b); },
+     [](const Node&, F a, F b, F) { return std::fmin(a, b); },
+     "fminf($0, $1)", 0, grad_min},
+    {Op::max, "max", 2, K::elementwise, true,
+     [](const Node&, D a, D b, D) { return std::fmax(a, b); },
+     [](const Node&, F a, F b, F) { return std::fmax(a, b); },
+     "fmaxf($0, $1)", 0, grad_max},
+    {Op::pow, "pow", 2, K::elementwise, false,
+     [](const Node&, D a, D b, D) { return std::pow(a, b); },
+     [](const Node&, F a, F b, F) { return std::pow(a, b); },
+     "powf($0, $1)", 0, grad_pow},
+    {Op::less, "less", 2, K::elementwise, false,
+     [](const Node&, D a, D b, D) { return a < b ? 1.0 : 0.0; },
+     [](const Node&, F a, F b, F) { return a < b ? 1.0f : 0.0f; },
+     "($0 < $1 ? 1.0f : 0.0f)", 0, grad_none},
+    {Op::less_equal, "less_equal", 2, K::elementwise, false,
+     [](const Node&, D a, D b, D) { return a <= b ? 1.0 : 0.0; },
+     [](const Node&, F a, F b, F) { return a <= b ? 1.0f : 0.0f; },
+     "($0 <= $1 ? 1.0f : 0.0f)", 0, grad_none},
+    {Op::greater, "greater", 2, K::elementwise, false,
+     [](const Node&, D a, D b, D) { return a > b ? 1.0 : 0.0; },
+     [](const Node&, F a, F b, F) { return a > b ? 1.0f : 0.0f; },
+     "($0 > $1 ? 1.0f : 0.0f)", 0, grad_none},
+    {Op::greater_equal, "greater_equal", 2, K::elementwise, false,
+     [](const Node&, D a, D b, D) { return a >= b ? 1.0 : 0.0; },
+     [](const Node&, F a, F b, F) { return a >= b ? 1.0f : 0.0f; },
+     "($0 >= $1 ? 1.0f : 0.0f)", 0, grad_none},
+    {Op::select, "select", 3, K::elementwise, false,
+     [](const Node&, D a, D b, D c) { return a != 0.0 ? b : c; },
+     [](const Node&, F a, F b, F c) { return a != 0.0f ? b : c; },
+     "($0 != 0.0f ? $1 : $2)", 0, grad_select},
+    {Op::reduce_sum, "sum", 1, K::reduction, false,
+     nullptr,
+     nullptr,
+     "tn::kSum", 0, grad_reduce_sum},
+    {Op::reduce_mean, "mean", 1, K::reduction, false,
+     nullptr,
+     nullptr,
+     "tn::kSum", 0, grad_reduce_mean},
+    {Op::reduce_max, "max_reduce", 1, K::reduction, false,
+     nullptr,
+     nullptr,
+     "tn::kMax", -kInf, grad_reduce_max},
+    {Op::reduce_min, "min_reduce", 1, K::reduction, false,
+     nullptr,
+     nullptr,
+     "tn::kMin", kInf, grad_reduce_min},
 };
 // clang-format on
 
