@@ -1,7 +1,7 @@
 #include "tilenorm/runtime/paths.hpp"
 
-#include "tilenorm/dsl/error.hpp"
 #include "tilenorm/dsl/env.hpp"
+#include "tilenorm/dsl/error.hpp"
 
 namespace tilenorm {
 

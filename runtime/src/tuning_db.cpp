@@ -9,8 +9,8 @@
 #include <functional>
 #include <limits>
 
-#include "tilenorm/dsl/error.hpp"
 #include "tilenorm/dsl/env.hpp"
+#include "tilenorm/dsl/error.hpp"
 #include "tilenorm/runtime/fileio.hpp"
 #include "tilenorm/runtime/log.hpp"
 #include "tilenorm/runtime/paths.hpp"

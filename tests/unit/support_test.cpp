@@ -8,8 +8,8 @@
 #include <sstream>
 #include <string>
 
-#include "tilenorm/dsl/error.hpp"
 #include "tilenorm/dsl/env.hpp"
+#include "tilenorm/dsl/error.hpp"
 #include "tilenorm/runtime/fileio.hpp"
 #include "tilenorm/runtime/stats.hpp"
 
