@@ -200,12 +200,12 @@ InterpreterOutputs interpret(const ir::Program& p, const InterpreterInputs& in) 
   }
   const std::vector<NodeId> order = p.reachable_nodes();
   const std::vector<bool> after = after_cross_row(p, order);
-  std::vector<NodeId> row_order, final_order, cross_row;
+  std::vector<NodeId> row_order, cross_row;
   for (NodeId id : order) {
     const Node& n = p.graph->node(id);
     const bool is_cross = ir::is_reduction(n.op) && n.axis == ir::Axis::across_rows;
     if (is_cross) cross_row.push_back(id);
-    (after[id] ? final_order : row_order).push_back(id);
+    if (!after[id]) row_order.push_back(id);
   }
 
   // Rows, in parallel; each worker sums its rows' cross-row contributions in order.

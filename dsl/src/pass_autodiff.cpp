@@ -3,6 +3,7 @@
 #include <optional>
 #include <unordered_map>
 
+#include "rewrite.hpp"
 #include "tilenorm/dsl/autodiff.hpp"
 #include "tilenorm/dsl/error.hpp"
 #include "tilenorm/dsl/names.hpp"
@@ -74,29 +75,6 @@ class Adjoints : public ir::GradientBuilder {
   Shape current_shape_ = Shape::tile;
 };
 
-// Rebuilds `p` through `replace` (old id -> new id, or nothing to copy the node), dropping dead
-// nodes.
-ir::Program rebuild_replacing(
-    const ir::Program& p, const std::function<std::optional<NodeId>(NodeId, ir::Graph&)>& replace) {
-  auto graph = std::make_shared<ir::Graph>();
-  std::unordered_map<NodeId, NodeId> mapped;
-  for (NodeId id : p.reachable_nodes()) {
-    if (auto r = replace(id, *graph)) {
-      mapped[id] = *r;
-      continue;
-    }
-    Node node = p.graph->node(id);
-    for (int i = 0; i < node.arity; ++i) node.args[i] = mapped.at(node.args[i]);
-    mapped[id] = graph->intern(node);
-  }
-  ir::Program result = p;
-  result.graph = graph;
-  for (ir::Slot& slot : result.slots) {
-    if (slot.role == Role::written) slot.value = mapped.at(slot.value);
-  }
-  return result;
-}
-
 // Drops read slots nothing reads, renumbering the loads of the others.
 ir::Program drop_unused_reads(const ir::Program& p) {
   std::vector<bool> used(p.slots.size(), false);
@@ -112,10 +90,8 @@ ir::Program drop_unused_reads(const ir::Program& p) {
     renumbered[i] = static_cast<std::int32_t>(kept.slots.size());
     kept.slots.push_back(p.slots[i]);
   }
-  return rebuild_replacing(kept, [&](NodeId id, ir::Graph& g) -> std::optional<NodeId> {
-    const Node& n = p.graph->node(id);
-    if (n.op != Op::load) return std::nullopt;
-    return g.load(n.shape, renumbered[n.index]);
+  return detail::rebuild_by_id(kept, [&](NodeId, const Node& node, ir::Graph& g) {
+    return node.op == Op::load ? g.load(node.shape, renumbered[node.index]) : g.intern(node);
   });
 }
 
@@ -262,10 +238,10 @@ ir::Program backward(const ir::Program& forward_in, const BackwardOptions& optio
   }
   factored.slots.resize(real_slots);
   ir::Program result =
-      rebuild_replacing(factored, [&](NodeId id, ir::Graph& graph) -> std::optional<NodeId> {
-        if (auto it = statistic_at.find(id); it != statistic_at.end())
-          return graph.load(Shape::row_scalar, it->second);
-        return std::nullopt;
+      detail::rebuild_by_id(factored, [&](NodeId id, const Node& node, ir::Graph& graph) {
+        const auto it = statistic_at.find(id);
+        return it != statistic_at.end() ? graph.load(Shape::row_scalar, it->second)
+                                        : graph.intern(node);
       });
   ir::Program derived = passes::cse(passes::simplify(drop_unused_reads(result)));
   const bool reads_rows =

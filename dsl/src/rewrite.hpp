@@ -13,4 +13,10 @@ using RewriteFn = std::function<ir::NodeId(const ir::Node& node, ir::Graph& grap
 
 ir::Program rebuild(const ir::Program& program, const RewriteFn& rewrite);
 
+// The same, for a rewrite that also needs the node's id in the old graph.
+using RewriteByIdFn =
+    std::function<ir::NodeId(ir::NodeId old_id, const ir::Node& node, ir::Graph& graph)>;
+
+ir::Program rebuild_by_id(const ir::Program& program, const RewriteByIdFn& rewrite);
+
 }  // namespace tilenorm::detail
