@@ -117,7 +117,7 @@ class BufferSets {
     std::vector<std::optional<Arg>> shared(program.slots.size());
     for (std::size_t i = 0; i < program.slots.size(); ++i) {
       const ir::Slot& slot = program.slots[i];
-      const DType dtype = slot.dtype.value_or(shape.param_dtype);
+      const DType dtype = ir::storage_dtype(slot, shape.io_dtype, shape.param_dtype);
       if (slot.shape == ir::Shape::column) {
         auto& buffer =
             shared_buffers_.emplace_back(static_cast<std::size_t>(shape.n) * dtype_size(dtype));
@@ -144,8 +144,9 @@ class BufferSets {
         if (shared[i]) {
           set.push_back(*shared[i]);
         } else if (slot.shape == ir::Shape::tile) {
-          set.push_back(TensorView::contiguous(carve(tensor_bytes),
-                                               slot.dtype.value_or(shape.io_dtype), rows, shape.n));
+          set.push_back(TensorView::contiguous(
+              carve(tensor_bytes), ir::storage_dtype(slot, shape.io_dtype, shape.param_dtype), rows,
+              shape.n));
         } else {
           set.push_back(RowStatView{reinterpret_cast<float*>(carve(stat_bytes)), rows});
         }

@@ -157,7 +157,7 @@ std::size_t row_stash_bytes(const LoweredProgram& lp, const KernelSpec& spec) {
   std::size_t bytes = 0;
   for (const ir::Slot& slot : lp.program.slots) {
     if (slot.role == ir::Role::read && slot.shape == ir::Shape::tile)
-      bytes += stash_bytes(g, spec, slot.dtype.value_or(spec.io_dtype));
+      bytes += stash_bytes(g, spec, ir::storage_dtype(slot, spec.io_dtype, spec.param_dtype));
   }
   return bytes;
 }
@@ -239,8 +239,7 @@ class Emitter {
  private:
   // ---- Slots.
   DType slot_dtype(const ir::Slot& slot) const {
-    if (slot.dtype) return *slot.dtype;
-    return slot.shape == Shape::tile ? spec_.io_dtype : spec_.param_dtype;
+    return ir::storage_dtype(slot, spec_.io_dtype, spec_.param_dtype);
   }
   std::string slot_type(const ir::Slot& slot) const { return cuda_type(slot_dtype(slot)); }
   const ir::Slot& slot(int index) const { return p_.slots[index]; }
@@ -896,7 +895,8 @@ std::optional<std::string> config_problem(const LoweredProgram& lp, const Kernel
     std::int64_t raw_bytes = 0;
     for (const ir::Slot& slot : lp.program.slots) {
       if (slot.role != ir::Role::read || slot.shape != ir::Shape::tile) continue;
-      raw_bytes += static_cast<std::int64_t>(dtype_size(slot.dtype.value_or(spec.io_dtype)));
+      raw_bytes += static_cast<std::int64_t>(
+          dtype_size(ir::storage_dtype(slot, spec.io_dtype, spec.param_dtype)));
     }
     // Row inputs are held raw (two 16-bit values per register), twice when prefetching.
     const std::int64_t raw_registers =

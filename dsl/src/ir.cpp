@@ -45,6 +45,35 @@ std::string_view role_name(Role role) {
   return "?";
 }
 
+std::string_view slot_kind(const Slot& slot) {
+  const bool read = slot.role == Role::read;
+  switch (slot.shape) {
+    case Shape::tile:
+      return read ? "row input" : "row output";
+    case Shape::column:
+      return read ? "column" : "column output";
+    case Shape::row_scalar:
+      return read ? "row values" : "saved statistic";
+    case Shape::scalar:
+      return read ? "scalar" : "scalar output";
+  }
+  return "slot";
+}
+
+DType storage_dtype(const Slot& slot, DType row_dtype, DType param_dtype) {
+  if (slot.dtype) return *slot.dtype;
+  switch (slot.shape) {
+    case Shape::tile:
+      return row_dtype;
+    case Shape::column:
+      return param_dtype;
+    case Shape::row_scalar:
+    case Shape::scalar:
+      return DType::f32;
+  }
+  return DType::f32;
+}
+
 bool Node::operator==(const Node& other) const {
   // Constants compare by bit pattern so that -0.0 and 0.0 (and NaNs) stay distinct.
   return op == other.op && shape == other.shape && axis == other.axis && arity == other.arity &&

@@ -37,22 +37,6 @@ std::string printable(const std::string& name) {
   return name.size() > kMaxNameLength ? shown + "..." : shown;
 }
 
-// What a slot of each shape is called in messages.
-std::string slot_kind(const ir::Slot& slot) {
-  const bool read = slot.role == Role::read;
-  switch (slot.shape) {
-    case Shape::tile:
-      return read ? "row input" : "row output";
-    case Shape::column:
-      return read ? "column" : "column output";
-    case Shape::row_scalar:
-      return read ? "row values" : "saved statistic";
-    case Shape::scalar:
-      return read ? "scalar" : "scalar output";
-  }
-  return "slot";
-}
-
 }  // namespace
 
 void verify(const ir::Program& p) {
@@ -68,7 +52,7 @@ void verify(const ir::Program& p) {
   std::set<std::string> names;
   bool reads_rows = false, writes = false;
   for (const ir::Slot& slot : p.slots) {
-    const std::string kind = slot_kind(slot);
+    const std::string kind(ir::slot_kind(slot));
     if (!is_identifier(slot.name)) {
       fail(kind + " name '" + printable(slot.name) +
            "' is not an identifier (letters, digits and '_', not starting with a digit, at most "
@@ -110,7 +94,7 @@ void verify(const ir::Program& p) {
       }
       const ir::Slot& slot = p.slots[n.index];
       if (slot.shape != n.shape) {
-        fail("reads " + slot_kind(slot) + " '" + slot.name + "' as a " +
+        fail("reads " + std::string(ir::slot_kind(slot)) + " '" + slot.name + "' as a " +
              std::string(ir::shape_name(n.shape)));
       }
       used[n.index] = true;
@@ -145,7 +129,8 @@ void verify(const ir::Program& p) {
   }
   for (std::size_t i = 0; i < p.slots.size(); ++i) {
     if (p.slots[i].role == Role::read && !used[i]) {
-      fail(slot_kind(p.slots[i]) + " '" + p.slots[i].name + "' is declared but never used");
+      fail(std::string(ir::slot_kind(p.slots[i])) + " '" + p.slots[i].name +
+           "' is declared but never used");
     }
   }
 }

@@ -139,8 +139,7 @@ CheckReport check_against_interpreter(const Norm& norm, const CheckOptions& o) {
   driver::ScopedContext scope(driver::primary_context(0));
   CheckReport report;
   auto dtype_of = [&](const ir::Slot& slot) {
-    if (slot.dtype) return *slot.dtype;
-    return slot.shape == ir::Shape::tile ? o.io_dtype : o.param_dtype;
+    return ir::storage_dtype(slot, o.io_dtype, o.param_dtype);
   };
 
   // Every slot gets a buffer: read slots fresh random values exactly representable in their

@@ -275,9 +275,7 @@ struct Norm::State {
       const ir::Slot& slot = program.slots[i];
       const std::string& what = labels[i];
       const TensorView& t = args[i].view();
-      const DType expected =
-          slot.dtype ? *slot.dtype
-                     : (slot.shape == ir::Shape::column ? shape.param_dtype : shape.io_dtype);
+      const DType expected = ir::storage_dtype(slot, shape.io_dtype, shape.param_dtype);
       switch (slot.shape) {
         case ir::Shape::tile: {
           if (t.dtype != expected) {
@@ -567,13 +565,7 @@ Norm Runtime::load(const ir::Program& program) {
   state->hash = program.hash();
   state->plan = plan_kernels(state->lowered);
   for (const ir::Slot& slot : program.slots) {
-    const bool read = slot.role == ir::Role::read;
-    const char* kind = slot.shape == ir::Shape::tile     ? (read ? "row input" : "row output")
-                       : slot.shape == ir::Shape::column ? (read ? "column" : "column output")
-                       : slot.shape == ir::Shape::row_scalar
-                           ? (read ? "row values" : "row statistic")
-                           : (read ? "scalar" : "scalar output");
-    state->labels.push_back(std::string(kind) + " '" + slot.name + "'");
+    state->labels.push_back(std::string(ir::slot_kind(slot)) + " '" + slot.name + "'");
     state->slot_list += (state->slot_list.empty() ? "" : ", ") + slot.name;
   }
   return Norm(std::move(state));

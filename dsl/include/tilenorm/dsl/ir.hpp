@@ -147,6 +147,12 @@ struct Slot {
   bool needs_grad = false;  // read slots: autodiff derives d<name> for it
 };
 
+// What a slot is called in messages: "row input", "column output", "saved statistic", ...
+std::string_view slot_kind(const Slot& slot);
+
+// A slot's storage type in a launch whose Tiles are `row_dtype` and Columns `param_dtype`.
+DType storage_dtype(const Slot& slot, DType row_dtype, DType param_dtype);
+
 // A norm program: its slots and the graph their values point into.
 struct Program {
   std::string name;
