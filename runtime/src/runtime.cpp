@@ -422,21 +422,25 @@ struct Norm::State {
   }
 
   // The grid of the main kernel: one CTA per row block, or for a persistent kernel no more
-  // than fit on the device at once (each then loops over row blocks).
+  // than fit on the device at once (each then loops over row blocks). A launch with no rows
+  // still gets one CTA: a program that sums across rows writes zero sums then.
   static std::int64_t grid_for(const LoadedKernel& k, std::int64_t rows) {
-    const std::int64_t blocks = (rows + k.generated.rows_per_cta - 1) / k.generated.rows_per_cta;
+    const std::int64_t blocks =
+        std::max<std::int64_t>(1, (rows + k.generated.rows_per_cta - 1) / k.generated.rows_per_cta);
     return k.generated.plan.persistent ? std::min<std::int64_t>(blocks, k.max_grid) : blocks;
   }
-  std::size_t workspace_for(const LoadedKernel& k, const LaunchShape& shape) const {
-    if (!k.generated.plan.needs_finish() || shape.rows == 0) return 0;
-    const std::int64_t partial_rows = grid_for(k, shape.rows) * k.generated.partials_per_cta;
-    return k.generated.plan.workspace_floats(partial_rows, shape.cols) * sizeof(float);
+  static std::int64_t partial_rows_for(const LoadedKernel& k, std::int64_t grid) {
+    return grid * k.generated.partials_per_cta;
+  }
+  static std::size_t workspace_for(const LoadedKernel& k, std::int64_t grid, std::int64_t cols) {
+    return k.generated.plan.workspace_floats(partial_rows_for(k, grid), cols) * sizeof(float);
   }
 
   std::size_t workspace_bytes(KernelArgs args, const KernelConfig* forced) const {
     const LaunchShape shape = validate(args);
-    if (shape.rows == 0 || !plan.needs_finish()) return 0;
-    return workspace_for(kernel_for(shape, forced), shape);
+    if (!plan.needs_finish()) return 0;
+    const LoadedKernel& k = kernel_for(shape, forced);
+    return workspace_for(k, grid_for(k, shape.rows), shape.cols);
   }
 
   void launch(KernelArgs args, Stream stream, const KernelConfig* forced,
@@ -444,19 +448,17 @@ struct Norm::State {
     const LaunchShape shape = validate(args);
     if (shape.rows == 0 && !plan.needs_finish()) return;
     const LoadedKernel& k = kernel_for(shape, forced);
-    const std::int64_t grid = grid_for(k, std::max<std::int64_t>(shape.rows, 1));
+    const std::int64_t grid = grid_for(k, shape.rows);
     if (grid > std::numeric_limits<std::int32_t>::max())
       fail("too many rows for one launch: " + std::to_string(shape.rows));
-    const std::size_t needed =
-        workspace_for(k, {shape.io_dtype, shape.param_dtype, std::max<std::int64_t>(shape.rows, 1),
-                          shape.cols, shape.max_vec});
+    const std::size_t needed = workspace_for(k, grid, shape.cols);
     if (needed > 0 && (!workspace.data || workspace.bytes < needed)) {
       fail("needs a workspace of " + std::to_string(needed) +
            " bytes (see workspace_bytes()), got " +
            std::to_string(workspace.data ? workspace.bytes : 0));
     }
     if (needed > 0 && !aligned(workspace.data, 16)) fail("the workspace must be 16-byte aligned");
-    const long long partial_rows = grid * k.generated.partials_per_cta;
+    const long long partial_rows = partial_rows_for(k, grid);
 
     union Value {
       CUdeviceptr pointer;
