@@ -1,6 +1,7 @@
 #include "tilenorm/kernels/norms.hpp"
 
 #include <string>
+#include <string_view>
 
 #include "tilenorm/dsl/error.hpp"
 #include "tilenorm/kernels/programs.hpp"
@@ -24,15 +25,23 @@ Arg column_or_empty(const std::optional<ColumnView>& column) {
   return column.value_or(ColumnView{});
 }
 
-// Saved statistics when all are given, recomputed when none is.
-std::string backward_name(const char* forward, std::initializer_list<RowStatView> stats) {
+// The built-in backward of `forward`: reading the saved statistics when all are given,
+// recomputing them when none is. Picked from the built-in names, so a launch builds no string.
+std::string_view backward_name(std::string_view forward, std::initializer_list<RowStatView> stats) {
   std::size_t given = 0;
   for (const RowStatView& s : stats) given += s.data != nullptr;
   if (given != 0 && given != stats.size()) {
     throw Error(std::string(forward) +
                 "_backward: pass every saved statistic (read back) or none (recomputed)");
   }
-  return std::string(forward) + (given ? "_backward" : "_backward_recompute");
+  const std::string_view suffix = given ? "_backward" : "_backward_recompute";
+  for (const auto& kernel : kernels::builtin_kernels()) {
+    const std::string_view name = kernel.name;
+    if (name.size() == forward.size() + suffix.size() && name.starts_with(forward) &&
+        name.ends_with(suffix))
+      return name;
+  }
+  throw Error("no built-in backward for '" + std::string(forward) + "'");
 }
 
 void require_gradient(const char* op, const char* what, bool needed, bool given) {
