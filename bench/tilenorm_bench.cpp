@@ -344,10 +344,6 @@ class OpBench {
   std::vector<driver::DeviceBuffer> slot_buffers_;  // shared by the sets, per slot
 };
 
-std::string config_text(const tilenorm::KernelConfig& config) {
-  return config.describe();
-}
-
 void print_header(const driver::DeviceInfo& info, const Options& options,
                   const CopyCeiling& ceiling) {
   std::cout << "device: " << info.name << " (" << info.arch() << ", " << info.multiprocessors
@@ -375,7 +371,7 @@ void print_row(const ShapeResult& row, const CopyCeiling& ceiling) {
     std::cout << std::setw(26) << "FAILED";
   }
   if (row.resolved) {
-    std::cout << "  " << config_text(row.resolved->config) << " ("
+    std::cout << "  " << row.resolved->config.describe() << " ("
               << tilenorm::config_source_name(row.resolved->source) << ")";
   }
   std::cout << std::endl;
@@ -389,7 +385,7 @@ nlohmann::json to_json(const ShapeResult& row, const CopyCeiling& ceiling) {
                         {"m", row.m},   {"bytes", row.bytes}, {"buffer_sets", row.buffer_sets}};
   if (row.resolved) {
     out["config"] = tilenorm::reflect::to_json(row.resolved->config);
-    out["config_text"] = config_text(row.resolved->config);
+    out["config_text"] = row.resolved->config.describe();
     out["config_source"] = tilenorm::config_source_name(row.resolved->source);
   }
   if (row.error.empty()) {
