@@ -40,12 +40,11 @@ bool KernelConfig::operator==(const KernelConfig& other) const {
 }
 std::string KernelConfig::describe() const {
   // Row storage by name: a bare number says nothing to a reader.
-  return "threads_per_row=" + std::to_string(threads_per_row) +
-         " rows_per_cta=" + std::to_string(rows_per_cta) + " vec=" + std::to_string(vec) +
-         " row_storage=" +
-         (row_storage >= 0 && row_storage <= 3
-              ? std::string(row_storage_name(static_cast<RowStorage>(row_storage)))
-              : std::to_string(row_storage));
+  return reflect::describe(*this, [](std::string_view field, int value) {
+    const bool storage = field == "row_storage" && value >= 0 && value < kRowStorageCount;
+    return storage ? std::string(row_storage_name(static_cast<RowStorage>(value)))
+                   : std::to_string(value);
+  });
 }
 
 std::size_t KernelPlan::workspace_floats(std::int64_t partial_rows, std::int64_t n) const {
@@ -880,7 +879,7 @@ std::optional<std::string> config_problem(const LoweredProgram& lp, const Kernel
     return "vec must be a power of two with vec * element size <= 16 bytes, got " +
            std::to_string(c.vec);
   }
-  if (c.row_storage < 0 || c.row_storage > 3) {
+  if (c.row_storage < 0 || c.row_storage >= kRowStorageCount) {
     return "row_storage must be 0 (registers), 1 (shared), 2 (global) or 3 (prefetched), got " +
            std::to_string(c.row_storage);
   }

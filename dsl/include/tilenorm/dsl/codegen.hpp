@@ -25,6 +25,8 @@ enum class RowStorage : int {
   prefetched = 3,  // registers, with the next row block's loads in flight while this one is
                    // worked on (persistent kernels, i.e. programs that sum across rows)
 };
+inline constexpr int kRowStorageCount = 4;  // RowStorage values are 0 .. kRowStorageCount - 1
+
 // Whether the rows live in registers (registers or prefetched).
 constexpr bool rows_in_registers(RowStorage storage) {
   return storage == RowStorage::registers || storage == RowStorage::prefetched;

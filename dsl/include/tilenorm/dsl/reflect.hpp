@@ -4,6 +4,7 @@
 #include <boost/hana.hpp>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 
 #include "tilenorm/dsl/error.hpp"
 
@@ -40,14 +41,16 @@ Struct from_json(const nlohmann::json& in, const std::string& what) {
   return value;
 }
 
-template <class Struct>
-std::string describe(const Struct& value) {
+// "field=value field=value ...", each value as `format(field name, value)` writes it.
+template <class Struct, class Format>
+std::string describe(const Struct& value, Format&& format) {
   std::string out;
   boost::hana::for_each(boost::hana::accessors<Struct>(), [&](auto accessor) {
+    const char* name = boost::hana::to<const char*>(boost::hana::first(accessor));
     if (!out.empty()) out += ' ';
-    out += boost::hana::to<const char*>(boost::hana::first(accessor));
+    out += name;
     out += '=';
-    out += std::to_string(boost::hana::second(accessor)(value));
+    out += format(std::string_view(name), boost::hana::second(accessor)(value));
   });
   return out;
 }
