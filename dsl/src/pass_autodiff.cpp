@@ -33,8 +33,9 @@ NodeId reduce_to(ir::Graph& g, NodeId value, Shape target) {
 
 class Adjoints : public ir::GradientBuilder {
  public:
-  Adjoints(ir::Graph& g, const ir::Graph& forward)
-      : g_(g), forward_(forward), adjoint_(forward.size()) {}
+  // `needs[id]`: whether forward node `id` lies on a path from a slot that needs a gradient.
+  Adjoints(ir::Graph& g, const ir::Graph& forward, const std::vector<bool>& needs)
+      : g_(g), forward_(forward), needs_(needs), adjoint_(forward.size()) {}
 
   ir::Graph& graph() override { return g_; }
   // Contributions are kept broadcast: one that does not vary along the row, for a node that
@@ -65,11 +66,11 @@ class Adjoints : public ir::GradientBuilder {
     for (int i = 0; i < 3; ++i) current_args_[i] = forward_node.args[i];
     current_shape_ = forward_node.shape;
   }
-  std::vector<bool> needs_;
 
  private:
   ir::Graph& g_;
   const ir::Graph& forward_;
+  const std::vector<bool>& needs_;
   std::vector<std::optional<NodeId>> adjoint_;
   std::array<NodeId, 3> current_args_{};
   Shape current_shape_ = Shape::tile;
@@ -169,27 +170,26 @@ ir::Program backward(const ir::Program& forward_in, const BackwardOptions& optio
   // The forward's values, in the new graph (recomputed unless replaced below).
   const std::vector<NodeId> order = fwd.reachable_nodes();
   std::vector<NodeId> value(fg.size(), 0);
-  Adjoints adjoints(g, fg);
-  adjoints.needs_.assign(fg.size(), false);
-  std::vector<NodeId> load_of_slot(fwd.slots.size(), 0);
-  std::vector<bool> slot_loaded(fwd.slots.size(), false);
+  std::vector<bool> needs(fg.size(), false);
+  std::vector<std::optional<NodeId>> load_of_slot(fwd.slots.size());
   for (NodeId id : order) {
     Node node = fg.node(id);
-    for (int i = 0; i < node.arity; ++i) node.args[i] = value[node.args[i]];
+    for (int i = 0; i < node.arity; ++i) {
+      needs[id] = needs[id] || needs[node.args[i]];
+      node.args[i] = value[node.args[i]];
+    }
     if (node.op == Op::load) {
-      adjoints.needs_[id] = fwd.slots[node.index].needs_grad;
+      needs[id] = fwd.slots[node.index].needs_grad;
       load_of_slot[node.index] = id;
-      slot_loaded[node.index] = true;
       node.index = read_slot[node.index];
     }
-    for (int i = 0; i < fg.node(id).arity; ++i)
-      adjoints.needs_[id] = adjoints.needs_[id] || adjoints.needs_[fg.node(id).args[i]];
     value[id] = g.intern(node);
   }
+  Adjoints adjoints(g, fg, needs);
 
   // Seed: each row output's adjoint is its incoming gradient.
   for (std::size_t i = 0; i < fwd.slots.size(); ++i) {
-    if (incoming[i] < 0 || !adjoints.needs_[fwd.slots[i].value]) continue;
+    if (incoming[i] < 0 || !needs[fwd.slots[i].value]) continue;
     adjoints.accumulate(fwd.slots[i].value, g.load(Shape::tile, incoming[i]));
   }
   // Reverse topological order.
@@ -215,8 +215,8 @@ ir::Program backward(const ir::Program& forward_in, const BackwardOptions& optio
   for (std::size_t i = 0; i < fwd.slots.size(); ++i) {
     const ir::Slot& s = fwd.slots[i];
     if (s.role != Role::read || !s.needs_grad) continue;
-    std::optional<NodeId> adjoint;
-    if (slot_loaded[i]) adjoint = adjoints.adjoint(load_of_slot[i]);
+    const std::optional<NodeId> adjoint =
+        load_of_slot[i] ? adjoints.adjoint(*load_of_slot[i]) : std::nullopt;
     const NodeId gradient = adjoint ? reduce_to(g, *adjoint, s.shape) : g.constant(0.0);
     const bool fp32_only = s.shape == Shape::row_scalar || s.shape == Shape::scalar;
     push({gradient_name(s.name), Role::written, s.shape,
