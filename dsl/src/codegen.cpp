@@ -487,18 +487,27 @@ class Emitter {
     if (prefetching()) emit_fetch("block + gridDim.x");
   }
 
-  // The row-varying nodes needed to compute `roots`, in topological order.
-  std::vector<NodeId> element_nodes(const std::vector<NodeId>& roots) const {
+  // The nodes `keep` accepts that computing `roots` needs, in topological order, not looking
+  // below the nodes `stop` accepts.
+  template <class Keep, class Stop>
+  std::vector<NodeId> needed_nodes(const std::vector<NodeId>& roots, Keep keep, Stop stop) const {
     std::set<NodeId> needed;
     std::vector<NodeId> stack(roots.begin(), roots.end());
     while (!stack.empty()) {
       const NodeId id = stack.back();
       stack.pop_back();
-      if (!ir::varies_along_row(g_.node(id).shape) || !needed.insert(id).second) continue;
+      if (!keep(id) || !needed.insert(id).second || stop(id)) continue;
       const Node& n = g_.node(id);
       for (int i = 0; i < n.arity; ++i) stack.push_back(n.args[i]);
     }
     return {needed.begin(), needed.end()};
+  }
+
+  // The row-varying nodes needed to compute `roots`, in topological order.
+  std::vector<NodeId> element_nodes(const std::vector<NodeId>& roots) const {
+    return needed_nodes(
+        roots, [this](NodeId id) { return ir::varies_along_row(g_.node(id).shape); },
+        [](NodeId) { return false; });
   }
 
   // One pass over the row: phase >= 0 accumulates that reduction phase; -1 writes the row
@@ -802,15 +811,8 @@ class Emitter {
       if (s.role == ir::Role::written && (s.shape == Shape::column || s.shape == Shape::scalar))
         roots.push_back(s.value);
     }
-    std::set<NodeId> needed;
-    std::vector<NodeId> stack = roots;
-    while (!stack.empty()) {
-      const NodeId id = stack.back();
-      stack.pop_back();
-      if (!needed.insert(id).second || is_cross_row(id)) continue;
-      const Node& n = g_.node(id);
-      for (int i = 0; i < n.arity; ++i) stack.push_back(n.args[i]);
-    }
+    const std::vector<NodeId> needed = needed_nodes(
+        roots, [](NodeId) { return true; }, [this](NodeId id) { return is_cross_row(id); });
     auto finish_ref = [&](NodeId id) { return "f" + std::to_string(id); };
     for (NodeId id : needed) {
       if (is_cross_row(id)) continue;
