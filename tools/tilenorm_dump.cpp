@@ -26,7 +26,7 @@ constexpr const char* kDescription =
 
 struct DumpOptions {
   std::string kernel, dtype = "bf16", n = "4096";
-  std::string threads_per_row, rows_per_cta, vec, storage, arch;
+  std::string threads_per_row, rows_per_cta, vec, storage, ctas_per_row = "1", arch;
   bool source_only = false, ir_only = false, backward = false, recompute = false;
 };
 
@@ -46,6 +46,10 @@ int dump(const std::vector<std::string>& args) {
   cli::add_value(app, "--threads-per-row", o.threads_per_row, "override the configuration", "K");
   cli::add_value(app, "--rows-per-cta", o.rows_per_cta, "override the configuration", "K");
   cli::add_value(app, "--vec", o.vec, "override the configuration", "K");
+  cli::add_value(app, "--ctas-per-row", o.ctas_per_row,
+                 "with the overrides: CTAs of a thread-block cluster that split each row "
+                 "(default 1, sm_90+)",
+                 "K");
   cli::add_value(app, "--storage", o.storage,
                  "registers, shared, global or prefetched (backward only)", "S");
   auto* source_only = app.add_flag(
@@ -87,7 +91,8 @@ int dump(const std::vector<std::string>& args) {
         static_cast<int>(cli::parse_integer("--threads-per-row", o.threads_per_row, 1, kMaxKnob)),
         static_cast<int>(cli::parse_integer("--rows-per-cta", o.rows_per_cta, 1, kMaxKnob)),
         static_cast<int>(cli::parse_integer("--vec", o.vec, 1, kMaxKnob)),
-        static_cast<int>(cli::parse_row_storage("--storage", o.storage))};
+        static_cast<int>(cli::parse_row_storage("--storage", o.storage)),
+        static_cast<int>(cli::parse_integer("--ctas-per-row", o.ctas_per_row, 1, 16))};
   } else {
     tn::DeviceLimits limits = tn::DeviceLimits::hopper();
     for (const tn::DeviceLimits& device : tn::known_devices()) {

@@ -17,6 +17,8 @@ constexpr std::int64_t kMaxElementsPerThread = 64;
 constexpr int kSerialExemptThreadsPerRow = 256;
 constexpr std::int64_t kMaxStackedBlockThreads = 256;
 constexpr std::int64_t kRegisterDominanceValues = 32;
+constexpr std::int64_t kClusterMinRowVectors = 1024;   // rows shorter than this need no cluster
+constexpr std::int64_t kClusterMinSliceVectors = 256;  // each CTA of a cluster gets at least this
 
 std::vector<int> powers_of_two(int first, int last) {
   std::vector<int> values;
@@ -28,6 +30,7 @@ std::vector<int> domain_for_field(const std::string& field, DType io_dtype, DTyp
   if (field == "threads_per_row") return powers_of_two(1, 1024);
   if (field == "rows_per_cta") return powers_of_two(1, 64);
   if (field == "vec") return powers_of_two(1, widest_vec(io_dtype, param_dtype));
+  if (field == "ctas_per_row") return powers_of_two(1, 16);
   if (field == "row_storage") {
     return {static_cast<int>(RowStorage::registers), static_cast<int>(RowStorage::shared),
             static_cast<int>(RowStorage::global), static_cast<int>(RowStorage::prefetched)};
@@ -102,6 +105,29 @@ std::optional<PrunedCandidate> prune(const Context& context, const KernelConfig&
                       std::to_string(context.aligned_vec) +
                       " (the runtime narrows vec itself for misaligned pointers)");
   }
+  const std::int64_t vectors_per_row = ceil_div(context.n, config.vec);
+  if (config.ctas_per_row > 1 && !context.limits.clusters) {
+    return pruned(PruneRule::no_clusters, "ctas_per_row " + std::to_string(config.ctas_per_row) +
+                                              ": the device has no thread-block clusters");
+  }
+  if (config.ctas_per_row > 1 &&
+      (vectors_per_row < kClusterMinRowVectors ||
+       vectors_per_row / config.ctas_per_row < kClusterMinSliceVectors)) {
+    return pruned(PruneRule::needless_cluster,
+                  "a row of " + std::to_string(vectors_per_row) + " vectors split " +
+                      std::to_string(config.ctas_per_row) +
+                      " ways: clusters pay from 1024 vectors per row, 256 per CTA");
+  }
+  // A cluster exists to keep a long row on chip: its slices stay in registers, one row each.
+  if (config.ctas_per_row > 1 && (!rows_in_registers(static_cast<RowStorage>(config.row_storage)) ||
+                                  config.rows_per_cta > 1)) {
+    return pruned(PruneRule::needless_cluster,
+                  "a cluster of " + std::to_string(config.ctas_per_row) +
+                      " CTAs keeps one row per CTA in registers, not " +
+                      std::to_string(config.rows_per_cta) + " rows in " +
+                      std::string(row_storage_name(static_cast<RowStorage>(config.row_storage))) +
+                      " storage");
+  }
   const std::int64_t threads = std::int64_t{config.threads_per_row} * config.rows_per_cta;
   if (threads < kMinBlockThreads) {
     return pruned(PruneRule::small_block,
@@ -110,13 +136,12 @@ std::optional<PrunedCandidate> prune(const Context& context, const KernelConfig&
   }
   // No exception is needed for tiny rows: rows_per_cta reaches 64, so even one thread per row
   // still fills a 64-thread CTA.
-  const std::int64_t vectors_per_row = ceil_div(context.n, config.vec);
-  if (config.threads_per_row > 2 * vectors_per_row) {
-    return pruned(PruneRule::idle_threads,
-                  std::to_string(config.threads_per_row - vectors_per_row) + " of " +
-                      std::to_string(config.threads_per_row) +
-                      " threads per row idle (the row has " + std::to_string(vectors_per_row) +
-                      " vectors)");
+  const std::int64_t row_threads = std::int64_t{config.threads_per_row} * config.ctas_per_row;
+  if (row_threads > 2 * vectors_per_row) {
+    return pruned(PruneRule::idle_threads, std::to_string(row_threads - vectors_per_row) + " of " +
+                                               std::to_string(row_threads) +
+                                               " threads per row idle (the row has " +
+                                               std::to_string(vectors_per_row) + " vectors)");
   }
   const std::int64_t element_bytes = static_cast<std::int64_t>(dtype_size(context.io_dtype));
   const std::int64_t bytes_per_step =
@@ -127,7 +152,7 @@ std::optional<PrunedCandidate> prune(const Context& context, const KernelConfig&
                       std::to_string(bytes_per_step) +
                       " contiguous bytes per step, less than a 128-byte line");
   }
-  const std::int64_t vectors_per_thread = ceil_div(vectors_per_row, config.threads_per_row);
+  const std::int64_t vectors_per_thread = ceil_div(vectors_per_row, row_threads);
   const std::int64_t elements_per_thread = vectors_per_thread * config.vec;
   if (elements_per_thread > kMaxElementsPerThread &&
       config.threads_per_row < kSerialExemptThreadsPerRow) {
@@ -171,6 +196,10 @@ std::string_view prune_rule_name(PruneRule rule) {
       return "vec misaligned for N";
     case PruneRule::narrower_vec:
       return "narrower vec";
+    case PruneRule::no_clusters:
+      return "no clusters on this device";
+    case PruneRule::needless_cluster:
+      return "needless cluster";
     case PruneRule::small_block:
       return "CTA under 64 threads";
     case PruneRule::idle_threads:
@@ -232,9 +261,14 @@ std::string short_config(const KernelConfig& config) {
   hana::for_each(hana::accessors<KernelConfig>(), [&](auto accessor) {
     const std::string field = hana::to<const char*>(hana::first(accessor));
     const int value = hana::second(accessor)(config);
+    if (field == "ctas_per_row" && value == 1) return;  // no cluster: the common case, unsaid
     if (!text.empty()) text += ' ';
     if (field == "row_storage") {
       text += row_storage_name(static_cast<RowStorage>(value));
+      return;
+    }
+    if (field == "ctas_per_row") {
+      text += "cluster=" + std::to_string(value);
       return;
     }
     std::string initials;

@@ -11,6 +11,9 @@ namespace {
 
 // Row values per thread (and array) up to which a persistent kernel prefetches.
 constexpr std::int64_t kPrefetchValues = 16;
+// Vectors of a row each CTA of a cluster keeps, and the largest cluster (non-portable above 8).
+constexpr std::int64_t kClusterSliceVectors = 1024;
+constexpr int kMaxClusterCtas = 16;
 
 int next_power_of_two(std::int64_t v) {
   int p = 1;
@@ -19,9 +22,9 @@ int next_power_of_two(std::int64_t v) {
 }
 
 // Small rows get several rows per CTA so that a block still has a useful number of threads.
-KernelConfig with_rows(int threads_per_row, int vec, RowStorage storage) {
+KernelConfig with_rows(int threads_per_row, int vec, RowStorage storage, int ctas_per_row = 1) {
   const int rows = std::max(1, 256 / threads_per_row);
-  return {threads_per_row, rows, vec, static_cast<int>(storage)};
+  return {threads_per_row, rows, vec, static_cast<int>(storage), ctas_per_row};
 }
 
 }  // namespace
@@ -73,23 +76,34 @@ KernelConfig heuristic_config(const LoweredProgram& program, DType io_dtype, DTy
   };
   // Registers: about four vectors per thread, as few threads per row as that allows.
   const int narrowest = std::min(32, next_power_of_two(chunks));
-  const int per_row = std::clamp(next_power_of_two((chunks + 3) / 4), narrowest, 1024);
   // A persistent kernel (a backward) prefetches the next row block when the registers allow:
   // measured on the H200, it pays where few values per thread leave the SM few loads in flight
   // (N = 128: 71 -> 87% of the copy for LayerNorm) and costs where registers are already
   // scarce (N = 1024, 32 values per thread: 86 -> 81%).
   const bool persistent = plan_kernels(program).persistent;
-  for (int threads = per_row; threads <= 1024; threads *= 2) {
-    const KernelConfig config = with_rows(threads, vec, RowStorage::registers);
-    if (!fits(config)) continue;
-    const std::int64_t values_per_thread = (chunks + threads - 1) / threads * vec;
-    if (persistent && values_per_thread <= kPrefetchValues) {
-      const KernelConfig prefetched = with_rows(threads, vec, RowStorage::prefetched);
-      if (fits(prefetched)) return prefetched;
+  // A long row is split across a cluster so that each CTA keeps a slice of at most
+  // kClusterSliceVectors vectors, about four per thread at 256 threads (the shape that reaches
+  // the highest bandwidth on one CTA per row).
+  int ctas = 1;
+  if (limits.clusters && chunks > kClusterSliceVectors) {
+    while (ctas < kMaxClusterCtas && (chunks + ctas - 1) / ctas > kClusterSliceVectors) ctas *= 2;
+  }
+  for (; ctas >= 1; ctas /= 2) {
+    const std::int64_t slice = (chunks + ctas - 1) / ctas;
+    const int first = std::clamp(next_power_of_two((slice + 3) / 4), narrowest, 1024);
+    for (int threads = first; threads <= 1024; threads *= 2) {
+      const KernelConfig config = with_rows(threads, vec, RowStorage::registers, ctas);
+      if (!fits(config)) continue;
+      const std::int64_t values_per_thread = (slice + threads - 1) / threads * vec;
+      if (persistent && values_per_thread <= kPrefetchValues) {
+        const KernelConfig prefetched = with_rows(threads, vec, RowStorage::prefetched, ctas);
+        if (fits(prefetched)) return prefetched;
+      }
+      return config;
     }
-    return config;
   }
   // Too large for registers: stash the row in shared memory, else re-read it from L2/HBM.
+  // (Reached only without clusters, or for rows too long even for a cluster of 16.)
   const KernelConfig shared = with_rows(1024, vec, RowStorage::shared);
   if (fits(shared)) return shared;
   return with_rows(1024, vec, RowStorage::global);

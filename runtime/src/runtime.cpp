@@ -120,7 +120,7 @@ struct LoadedKernel {
   CUfunction finish = nullptr;  // the finishing kernel, for cross-row reductions
   GeneratedKernel generated;
   ResolvedConfig resolved;
-  int max_grid = 0;  // persistent kernels: CTAs resident at once on the whole device
+  int max_grid = 0;  // persistent kernels: row blocks (CTAs or clusters) resident at once
 };
 
 std::optional<DiskCache> open_disk_cache() {
@@ -137,6 +137,33 @@ bool aligned(const void* p, std::size_t bytes) {
 }
 
 }  // namespace
+
+// Clusters up to this size run on every sm_90+ GPU; larger ones need the kernel's opt-in.
+constexpr int kPortableClusterCtas = 8;
+
+// The main kernel's launch: plain, or with clusters of `ctas` CTAs along x.
+CUresult launch_kernel(CUfunction function, unsigned grid, unsigned threads, unsigned shared_bytes,
+                       int ctas, CUstream stream, void** params) {
+  if (ctas == 1) {
+    return driver::api().cuLaunchKernel(function, grid, 1, 1, threads, 1, 1, shared_bytes, stream,
+                                        params, nullptr);
+  }
+  CUlaunchAttribute cluster{};
+  cluster.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+  cluster.value.clusterDim.x = static_cast<unsigned>(ctas);
+  cluster.value.clusterDim.y = 1;
+  cluster.value.clusterDim.z = 1;
+  CUlaunchConfig config{};
+  config.gridDimX = grid;
+  config.gridDimY = config.gridDimZ = 1;
+  config.blockDimX = threads;
+  config.blockDimY = config.blockDimZ = 1;
+  config.sharedMemBytes = shared_bytes;
+  config.hStream = stream;
+  config.attrs = &cluster;
+  config.numAttrs = 1;
+  return driver::api().cuLaunchKernelEx(&config, function, params, nullptr);
+}
 
 struct Runtime::Impl {
   RuntimeOptions options;
@@ -184,6 +211,12 @@ struct Runtime::Impl {
                         function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                         static_cast<int>(generated.dynamic_shared_bytes)),
                     "cuFuncSetAttribute (dynamic shared memory) for " + generated.name);
+    }
+    if (generated.ctas_per_row > kPortableClusterCtas) {
+      driver::check(driver::api().cuFuncSetAttribute(
+                        function, CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1),
+                    "cuFuncSetAttribute (cluster of " + std::to_string(generated.ctas_per_row) +
+                        " CTAs) for " + generated.name);
     }
     return function;
   }
@@ -340,7 +373,8 @@ struct Norm::State {
     auto usable = [&](const KernelConfig& config) {
       const KernelSpec spec{shape.io_dtype, shape.param_dtype, shape.cols, config};
       return !config_problem(lowered, spec) &&
-             dynamic_shared_memory_bytes(lowered, spec) <= rt.limits.shared_memory_per_block;
+             dynamic_shared_memory_bytes(lowered, spec) <= rt.limits.shared_memory_per_block &&
+             (config.ctas_per_row == 1 || rt.limits.clusters);
     };
     auto narrowed = [&](KernelConfig config) {
       config.vec = std::min(config.vec, shape.max_vec);
@@ -399,6 +433,12 @@ struct Norm::State {
       loaded.resolved = resolve(shape);
     }
     const KernelSpec spec{shape.io_dtype, shape.param_dtype, shape.cols, loaded.resolved.config};
+    if (spec.config.ctas_per_row > 1 && !runtime->limits.clusters) {
+      fail("configuration " + spec.config.describe() +
+           " splits rows across a thread-block cluster, which needs sm_90 or later; this device "
+           "is " +
+           runtime->info.arch());
+    }
     const std::size_t smem = dynamic_shared_memory_bytes(lowered, spec);
     if (smem > runtime->limits.shared_memory_per_block) {
       fail("configuration " + spec.config.describe() + " needs " + std::to_string(smem) +
@@ -409,28 +449,57 @@ struct Norm::State {
     if (loaded.generated.params.size() > kMaxKernelParams)
       fail("has more than 64 kernel parameters");
     loaded.function = runtime->load(loaded.generated, &loaded.finish);
-    if (loaded.generated.plan.persistent) {
-      int per_sm = 0;
-      driver::ScopedContext scope(runtime->context);
-      driver::check(driver::api().cuOccupancyMaxActiveBlocksPerMultiprocessor(
-                        &per_sm, loaded.function, loaded.generated.threads_per_block,
-                        loaded.generated.dynamic_shared_bytes),
-                    "cuOccupancyMaxActiveBlocksPerMultiprocessor for " + loaded.generated.name);
-      loaded.max_grid = std::max(1, per_sm) * runtime->limits.multiprocessors;
-    }
+    if (loaded.generated.plan.persistent) loaded.max_grid = resident_row_blocks(loaded);
     return kernels.emplace(key, std::move(loaded)).first->second;
   }
 
-  // The grid of the main kernel: one CTA per row block, or for a persistent kernel no more
-  // than fit on the device at once (each then loops over row blocks). A launch with no rows
-  // still gets one CTA: a program that sums across rows writes zero sums then.
+  // How many row blocks (CTAs, or clusters of CTAs) of a persistent kernel fit on the device
+  // at once. Clusters are placed within a GPC, so their count comes from the driver, not from
+  // CTAs per SM times SMs.
+  int resident_row_blocks(const LoadedKernel& k) const {
+    const GeneratedKernel& g = k.generated;
+    driver::ScopedContext scope(runtime->context);
+    if (g.ctas_per_row == 1) {
+      int per_sm = 0;
+      driver::check(driver::api().cuOccupancyMaxActiveBlocksPerMultiprocessor(
+                        &per_sm, k.function, g.threads_per_block, g.dynamic_shared_bytes),
+                    "cuOccupancyMaxActiveBlocksPerMultiprocessor for " + g.name);
+      return std::max(1, per_sm) * runtime->limits.multiprocessors;
+    }
+    CUlaunchAttribute cluster{};
+    cluster.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    cluster.value.clusterDim.x = static_cast<unsigned>(g.ctas_per_row);
+    cluster.value.clusterDim.y = cluster.value.clusterDim.z = 1;
+    CUlaunchConfig config{};
+    config.gridDimX = static_cast<unsigned>(g.ctas_per_row);
+    config.gridDimY = config.gridDimZ = 1;
+    config.blockDimX = static_cast<unsigned>(g.threads_per_block);
+    config.blockDimY = config.blockDimZ = 1;
+    config.sharedMemBytes = static_cast<unsigned>(g.dynamic_shared_bytes);
+    config.attrs = &cluster;
+    config.numAttrs = 1;
+    int clusters = 0;
+    driver::check(driver::api().cuOccupancyMaxActiveClusters(&clusters, k.function, &config),
+                  "cuOccupancyMaxActiveClusters for " + g.name);
+    if (clusters < 1) {
+      fail("no cluster of " + std::to_string(g.ctas_per_row) + " CTAs of " +
+           std::to_string(g.threads_per_block) + " threads fits on this device");
+    }
+    return clusters;
+  }
+
+  // The grid of the main kernel: one row block (a CTA, or a cluster of ctas_per_row CTAs) per
+  // block of rows_per_cta rows, or for a persistent kernel no more than fit on the device at
+  // once (each then loops over row blocks). A launch with no rows still gets one row block: a
+  // program that sums across rows writes zero sums then.
   static std::int64_t grid_for(const LoadedKernel& k, std::int64_t rows) {
-    const std::int64_t blocks =
+    std::int64_t blocks =
         std::max<std::int64_t>(1, (rows + k.generated.rows_per_cta - 1) / k.generated.rows_per_cta);
-    return k.generated.plan.persistent ? std::min<std::int64_t>(blocks, k.max_grid) : blocks;
+    if (k.generated.plan.persistent) blocks = std::min<std::int64_t>(blocks, k.max_grid);
+    return blocks * k.generated.ctas_per_row;
   }
   static std::int64_t partial_rows_for(const LoadedKernel& k, std::int64_t grid) {
-    return grid * k.generated.partials_per_cta;
+    return grid / k.generated.ctas_per_row * k.generated.partials_per_cta;
   }
   static std::size_t workspace_for(const LoadedKernel& k, std::int64_t grid, std::int64_t cols) {
     return k.generated.plan.workspace_floats(partial_rows_for(k, grid), cols) * sizeof(float);
@@ -499,11 +568,11 @@ struct Norm::State {
     };
     driver::ScopedContext scope(runtime->context);
     fill(k.generated.params);
-    const CUresult launched =
-        driver::api().cuLaunchKernel(k.function, static_cast<unsigned>(grid), 1, 1,
-                                     static_cast<unsigned>(k.generated.threads_per_block), 1, 1,
-                                     static_cast<unsigned>(k.generated.dynamic_shared_bytes),
-                                     reinterpret_cast<CUstream>(stream), pointers.data(), nullptr);
+    const CUresult launched = launch_kernel(k.function, static_cast<unsigned>(grid),
+                                            static_cast<unsigned>(k.generated.threads_per_block),
+                                            static_cast<unsigned>(k.generated.dynamic_shared_bytes),
+                                            k.generated.ctas_per_row,
+                                            reinterpret_cast<CUstream>(stream), pointers.data());
     if (launched != CUDA_SUCCESS) driver::check(launched, "cuLaunchKernel " + k.generated.name);
     if (!k.generated.finish) return;
     fill(k.generated.finish->params);

@@ -238,48 +238,54 @@ TEST_CASE("errors: backward() rejects a gradient name that collides with a forwa
 TEST_CASE("errors: generate_cuda names the program, the config and the problem") {
   const auto lowered = tilenorm::lower(tilenorm::kernels::builtin_program("layer_norm"));
   const tilenorm::KernelSpec too_wide{
-      tilenorm::DType::f32, tilenorm::DType::f32, 4096, {256, 1, 8, 2}};
-  CHECK(
-      message_of<tilenorm::ProgramError>([&] { tilenorm::generate_cuda(lowered, too_wide); }) ==
-      "cannot generate 'layer_norm' with threads_per_row=256 rows_per_cta=1 vec=8 "
-      "row_storage=global: vec must be a power of two with vec * element size <= 16 bytes, got 8");
+      tilenorm::DType::f32, tilenorm::DType::f32, 4096, {256, 1, 8, 2, 1}};
+  CHECK(message_of<tilenorm::ProgramError>([&] { tilenorm::generate_cuda(lowered, too_wide); }) ==
+        "cannot generate 'layer_norm' with threads_per_row=256 rows_per_cta=1 vec=8 "
+        "row_storage=global ctas_per_row=1: vec must be a power of two with vec * element size <= "
+        "16 bytes, got 8");
   // 1024 bf16 values per thread, held raw two to a register.
   const tilenorm::KernelSpec too_long{
-      tilenorm::DType::bf16, tilenorm::DType::bf16, 1 << 20, {1024, 1, 8, 0}};
+      tilenorm::DType::bf16, tilenorm::DType::bf16, 1 << 20, {1024, 1, 8, 0, 1}};
   CHECK(message_of<tilenorm::ProgramError>([&] { tilenorm::generate_cuda(lowered, too_long); }) ==
         "cannot generate 'layer_norm' with threads_per_row=1024 rows_per_cta=1 vec=8 "
-        "row_storage=registers: the row does not fit in registers (512 values per thread, budget "
+        "row_storage=registers ctas_per_row=1: the row does not fit in registers (512 values per "
+        "thread, budget "
         "24)");
   const tilenorm::KernelSpec empty_row{
-      tilenorm::DType::bf16, tilenorm::DType::bf16, 0, {128, 2, 8, 0}};
+      tilenorm::DType::bf16, tilenorm::DType::bf16, 0, {128, 2, 8, 0, 1}};
   CHECK(contains(message_of<tilenorm::Error>([&] { tilenorm::generate_cuda(lowered, empty_row); }),
                  "N must be at least 1, got 0"));
 }
 
 TEST_CASE("errors: a KernelConfig from JSON must have exactly the integer fields") {
   const auto good = config_from_json(
-      R"({"threads_per_row": 128, "rows_per_cta": 2, "vec": 8, "row_storage": 1})");
-  CHECK(good == tilenorm::KernelConfig{128, 2, 8, 1});
+      R"({"threads_per_row": 128, "rows_per_cta": 2, "vec": 8, "row_storage": 1, "ctas_per_row": 1})");
+  CHECK(good == tilenorm::KernelConfig{128, 2, 8, 1, 1});
   CHECK(config_from_json(tilenorm::reflect::to_json(good).dump()) == good);
 
-  CHECK(message_of<tilenorm::Error>([] {
-          config_from_json(R"({"threads_per_row": 128, "rows_per_cta": 2, "row_storage": 1})");
-        }) == "tuned config: field 'vec' is missing or not an integer");
-  CHECK(message_of<tilenorm::Error>([] {
-          config_from_json(
-              R"({"threads_per_row": 128, "rows_per_cta": 2, "vec": 8.5, "row_storage": 1})");
-        }) == "tuned config: field 'vec' is missing or not an integer");
-  CHECK(message_of<tilenorm::Error>([] {
-          config_from_json(
-              R"({"threads_per_row": "128", "rows_per_cta": 2, "vec": 8, "row_storage": 1})");
-        }) == "tuned config: field 'threads_per_row' is missing or not an integer");
-  CHECK(message_of<tilenorm::Error>([] {
-          config_from_json(
-              R"({"threads_per_row": 128, "rows_per_cta": 2, "vec": 8, "row_storage": null})");
-        }) == "tuned config: field 'row_storage' is missing or not an integer");
+  CHECK(
+      message_of<tilenorm::Error>([] {
+        config_from_json(
+            R"({"threads_per_row": 128, "rows_per_cta": 2, "row_storage": 1, "ctas_per_row": 1})");
+      }) == "tuned config: field 'vec' is missing or not an integer");
+  CHECK(
+      message_of<tilenorm::Error>([] {
+        config_from_json(
+            R"({"threads_per_row": 128, "rows_per_cta": 2, "vec": 8.5, "row_storage": 1, "ctas_per_row": 1})");
+      }) == "tuned config: field 'vec' is missing or not an integer");
+  CHECK(
+      message_of<tilenorm::Error>([] {
+        config_from_json(
+            R"({"threads_per_row": "128", "rows_per_cta": 2, "vec": 8, "row_storage": 1, "ctas_per_row": 1})");
+      }) == "tuned config: field 'threads_per_row' is missing or not an integer");
+  CHECK(
+      message_of<tilenorm::Error>([] {
+        config_from_json(
+            R"({"threads_per_row": 128, "rows_per_cta": 2, "vec": 8, "row_storage": null, "ctas_per_row": 1})");
+      }) == "tuned config: field 'row_storage' is missing or not an integer");
   const std::string extra = message_of<tilenorm::Error>([] {
     config_from_json(
-        R"({"threads_per_row": 128, "rows_per_cta": 2, "vec": 8, "row_storage": 1, "unroll": 4})");
+        R"({"threads_per_row": 128, "rows_per_cta": 2, "vec": 8, "row_storage": 1, "ctas_per_row": 1, "unroll": 4})");
   });
   CHECK(contains(extra, "tuned config: unexpected fields in "));
   CHECK(contains(extra, "\"unroll\":4"));

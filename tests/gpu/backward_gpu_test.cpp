@@ -41,7 +41,7 @@ const Layout kLayouts[] = {{"contiguous", 0, 0}, {"strided", 24, 0}, {"offset", 
 void check_backward(const tilenorm::ir::Program& program) {
   const tilenorm::Norm norm = backward_runtime().load(program);
   const std::vector<std::int64_t> row_lengths =
-      quick() ? std::vector<std::int64_t>{1, 7, 1000, 5120}
+      quick() ? std::vector<std::int64_t>{1, 7, 1000, 5120, 20000}
               : std::vector<std::int64_t>{1, 7, 128, 1000, 4096, 5120, 12345, 65536, 262144};
   const std::vector<std::int64_t> row_counts = quick()
                                                    ? std::vector<std::int64_t>{1, 3, 300}
@@ -119,6 +119,52 @@ TEST_CASE("backward: the DyT example (learned scalar) matches the interpreter") 
   INFO(report.describe());
   CHECK(report.ok());
   check_backward(tilenorm::backward(dyt()));
+}
+
+TEST_CASE("backward: clusters split rows, sum partials per cluster, and match the interpreter") {
+  if (backward_runtime().compute_capability_major() < 9) {
+    MESSAGE("skipped: thread-block clusters need sm_90 or later, this GPU is "
+            << backward_runtime().arch());
+    return;
+  }
+  // Column gradients (LayerNorm's dW, dB), recomputed statistics, a learned scalar (DyT's
+  // alpha, summed over every element), prefetching, and persistent grids of clusters that
+  // loop over more row blocks than fit at once (M = 1000).
+  const std::vector<tilenorm::ir::Program> programs = {
+      tilenorm::backward(tilenorm::kernels::builtin_program("layer_norm")),
+      tilenorm::backward(tilenorm::kernels::builtin_program("rms_norm"),
+                         {tilenorm::StatisticsMode::recompute}),
+      tilenorm::backward(dyt())};
+  for (const auto& program : programs) {
+    const tilenorm::Norm norm = backward_runtime().load(program);
+    for (int ctas : {2, 4, 16}) {
+      for (int storage : {0, 3}) {
+        for (std::int64_t m : {5, 1000}) {
+          const std::int64_t n = 20000;
+          const tilenorm::KernelConfig config{256, 1, 8, storage, ctas};
+          if (tilenorm::config_problem(norm.lowered(), {DType::bf16, DType::bf16, n, config}))
+            continue;
+          CAPTURE(program.name);
+          CAPTURE(ctas);
+          CAPTURE(storage);
+          CAPTURE(m);
+          const auto report = tilenorm::check_against_interpreter(
+              norm, {.io_dtype = DType::bf16,
+                     .param_dtype = DType::bf16,
+                     .rows = m,
+                     .cols = n,
+                     .seed = 11u + static_cast<unsigned>(ctas * 7 + storage),
+                     .scalars = program.find_slot("eps") ? std::vector<float>{1e-2f}
+                                                         : std::vector<float>{},
+                     .config = config});
+          INFO(report.describe());
+          CHECK(report.ok());
+          CHECK(report.unwritten == 0);
+          CHECK(report.used.config.ctas_per_row == ctas);
+        }
+      }
+    }
+  }
 }
 
 TEST_CASE("backward: layer_norm_backward is bitwise deterministic and captures into a graph") {

@@ -47,8 +47,10 @@ tilenorm::Runtime& shared_runtime() {
 void warm_compile_cache(const tilenorm::ir::Program& program, const std::vector<DType>& dtypes) {
   const tilenorm::LoweredProgram lowered = tilenorm::lower(program);
   const std::string arch = shared_runtime().arch();
-  const tilenorm::DeviceLimits limits{shared_runtime().shared_memory_per_block(),
-                                      shared_runtime().multiprocessors()};
+  const tilenorm::DeviceLimits limits{
+      .shared_memory_per_block = shared_runtime().shared_memory_per_block(),
+      .multiprocessors = shared_runtime().multiprocessors(),
+      .clusters = shared_runtime().compute_capability_major() >= 9};
   std::vector<std::future<void>> jobs;
   for (DType dtype : dtypes) {
     for (std::int64_t n : kRowLengths) {
@@ -135,7 +137,7 @@ TEST_CASE("every row storage mode gives the same results") {
     for (std::int64_t n : {1000, 5120}) {
       CAPTURE(storage);
       CAPTURE(n);
-      const tilenorm::KernelConfig config{256, 1, 8, storage};
+      const tilenorm::KernelConfig config{256, 1, 8, storage, 1};
       const auto report = tilenorm::check_against_interpreter(norm, {.io_dtype = DType::bf16,
                                                                      .param_dtype = DType::bf16,
                                                                      .rows = 300,
@@ -144,6 +146,42 @@ TEST_CASE("every row storage mode gives the same results") {
                                                                      .config = config});
       INFO(report.describe());
       CHECK(report.ok());
+    }
+  }
+}
+
+TEST_CASE("clusters of every size split a row and give the interpreter's results") {
+  if (shared_runtime().compute_capability_major() < 9) {
+    MESSAGE("skipped: thread-block clusters need sm_90 or later, this GPU is "
+            << shared_runtime().arch());
+    return;
+  }
+  // Each cluster size, one and two rows per CTA, a ragged last slice (N = 20000), and the
+  // two-phase LayerNorm beside the one-phase RMSNorm.
+  for (const char* name : {"layer_norm", "rms_norm"}) {
+    const tilenorm::Norm& norm = tilenorm::kernels::builtin(shared_runtime(), name);
+    for (int ctas : {2, 4, 8, 16}) {
+      for (int rows_per_cta : {1, 2}) {
+        for (std::int64_t n : {20000, 65536}) {
+          const tilenorm::KernelConfig config{256 / rows_per_cta, rows_per_cta, 8, 0, ctas};
+          const tilenorm::KernelSpec spec{DType::bf16, DType::bf16, n, config};
+          if (tilenorm::config_problem(norm.lowered(), spec)) continue;
+          CAPTURE(name);
+          CAPTURE(ctas);
+          CAPTURE(rows_per_cta);
+          CAPTURE(n);
+          const auto report = tilenorm::check_against_interpreter(norm, {.io_dtype = DType::bf16,
+                                                                         .param_dtype = DType::bf16,
+                                                                         .rows = 37,
+                                                                         .cols = n,
+                                                                         .seed = 7u + ctas,
+                                                                         .config = config});
+          INFO(report.describe());
+          CHECK(report.ok());
+          CHECK(report.unwritten == 0);
+          CHECK(report.used.config.ctas_per_row == ctas);
+        }
+      }
     }
   }
 }

@@ -188,7 +188,8 @@ TEST_CASE("the runtime uses tuned configurations: exact, nearest M bucket, then 
 
   tilenorm::Runtime probe(tilenorm::RuntimeOptions{.device = 0, .use_tuning_database = false});
   const tilenorm::Norm probe_norm = probe.load(tilenorm::kernels::builtin_program("rms_norm"));
-  const tilenorm::KernelConfig tuned{64, 4, 4, static_cast<int>(tilenorm::RowStorage::registers)};
+  const tilenorm::KernelConfig tuned{64, 4, 4, static_cast<int>(tilenorm::RowStorage::registers),
+                                     1};
   tilenorm::TuningEntry entry;
   entry.key = probe_norm.tuning_key(DType::bf16, DType::bf16, 2048, 4096);
   entry.config = tilenorm::reflect::to_json(tuned);

@@ -58,14 +58,13 @@ bool is_forward(const std::string& name) {
   return !contains(name, "_backward");
 }
 
-KernelSpec heuristic_spec(const LoweredProgram& program, DType dtype, std::int64_t n) {
-  const KernelConfig config =
-      tilenorm::heuristic_config(program, dtype, dtype, n, tilenorm::DeviceLimits::hopper());
-  return {dtype, dtype, n, config};
+KernelSpec heuristic_spec(const LoweredProgram& program, DType dtype, std::int64_t n,
+                          const tilenorm::DeviceLimits& limits = tilenorm::DeviceLimits::hopper()) {
+  return {dtype, dtype, n, tilenorm::heuristic_config(program, dtype, dtype, n, limits)};
 }
 
 KernelConfig config(int threads_per_row, int rows_per_cta, int vec, RowStorage storage) {
-  return {threads_per_row, rows_per_cta, vec, static_cast<int>(storage)};
+  return {threads_per_row, rows_per_cta, vec, static_cast<int>(storage), 1};
 }
 
 std::string problem(const std::string& kernel, DType dtype, std::int64_t n,
@@ -538,12 +537,12 @@ TEST_CASE("codegen: generate_cuda refuses what config_problem reports") {
   CHECK(generate_error("rms_norm",
                        {DType::bf16, DType::bf16, 1024, config(48, 1, 8, RowStorage::registers)}) ==
         "cannot generate 'rms_norm' with threads_per_row=48 rows_per_cta=1 vec=8 "
-        "row_storage=registers: "
+        "row_storage=registers ctas_per_row=1: "
         "threads_per_row must be a power of two in 1..1024, got 48");
   CHECK(generate_error("layer_norm",
                        {DType::f32, DType::f32, 4096, config(4, 4, 4, RowStorage::global)}) ==
         "cannot generate 'layer_norm' with threads_per_row=4 rows_per_cta=4 vec=4 "
-        "row_storage=global: "
+        "row_storage=global ctas_per_row=1: "
         "threads per CTA (threads_per_row * rows_per_cta) must be in 32..1024, got 16");
   CHECK(contains(generate_error("layer_norm", {DType::f16, DType::f16, 4096,
                                                config(256, 1, 16, RowStorage::registers)}),
@@ -554,7 +553,8 @@ TEST_CASE("codegen: generate_cuda refuses what config_problem reports") {
   CHECK(generate_error("rms_norm_backward",
                        {DType::f32, DType::f32, 4096, config(32, 1, 4, RowStorage::prefetched)}) ==
         "cannot generate 'rms_norm_backward' with threads_per_row=32 rows_per_cta=1 vec=4 "
-        "row_storage=prefetched: the row does not fit in registers (512 values per thread, budget "
+        "row_storage=prefetched ctas_per_row=1: the row does not fit in registers (512 values per "
+        "thread, budget "
         "215)");
   CHECK(contains(generate_error("layer_norm", {DType::bf16, DType::bf16, 4096,
                                                config(128, 2, 8, RowStorage::prefetched)}),
@@ -584,10 +584,37 @@ TEST_CASE("codegen: the heuristic gives a valid configuration for every kernel, 
   }
 }
 
+TEST_CASE("codegen: with clusters, the heuristic splits long rows and keeps slices in registers") {
+  const tilenorm::LoweredProgram program = lowered("rms_norm");
+  auto config = [&](DType dtype, std::int64_t n) {
+    return heuristic_spec(program, dtype, n).config;
+  };
+  // Up to 1024 vectors per row, one CTA; then the fewest CTAs that keep <= 1024 vectors each.
+  CHECK(config(DType::bf16, 8192).ctas_per_row == 1);
+  CHECK(config(DType::bf16, 16384).ctas_per_row == 2);
+  CHECK(config(DType::bf16, 65536).ctas_per_row == 8);
+  CHECK(config(DType::f32, 65536).ctas_per_row == 16);
+  CHECK(config(DType::bf16, 262144).ctas_per_row == 16);
+  for (std::int64_t n : {16384, 65536, 262144}) {
+    CAPTURE(n);
+    CHECK(static_cast<RowStorage>(config(DType::bf16, n).row_storage) == RowStorage::registers);
+  }
+  // Without clusters (an A100) the same rows go to shared memory or L2.
+  const auto a100 = tilenorm::known_device("A100");
+  CHECK(heuristic_spec(program, DType::bf16, 65536, a100).config.ctas_per_row == 1);
+}
+
 TEST_CASE("codegen: the heuristic keeps rows in registers, then shared memory, then global") {
   const tilenorm::LoweredProgram program = lowered("rms_norm");
+  // A GPU without clusters, so that one CTA holds the whole row.
+  const auto h200_without_clusters = [] {
+    auto limits = tilenorm::DeviceLimits::hopper();
+    limits.clusters = false;
+    return limits;
+  }();
   auto storage = [&](DType dtype, std::int64_t n) {
-    return static_cast<RowStorage>(heuristic_spec(program, dtype, n).config.row_storage);
+    return static_cast<RowStorage>(
+        heuristic_spec(program, dtype, n, h200_without_clusters).config.row_storage);
   };
   CHECK(storage(DType::bf16, 4096) == RowStorage::registers);
   CHECK(storage(DType::bf16, 12345) == RowStorage::registers);
@@ -598,7 +625,8 @@ TEST_CASE("codegen: the heuristic keeps rows in registers, then shared memory, t
   // A backward (persistent) kernel prefetches when few values per thread leave room; it keeps
   // two rows (x and dy), so it leaves registers sooner.
   auto backward_storage = [&](const char* name, DType dtype, std::int64_t n) {
-    return static_cast<RowStorage>(heuristic_spec(lowered(name), dtype, n).config.row_storage);
+    return static_cast<RowStorage>(
+        heuristic_spec(lowered(name), dtype, n, h200_without_clusters).config.row_storage);
   };
   CHECK(backward_storage("rms_norm_backward", DType::bf16, 128) == RowStorage::prefetched);
   CHECK(backward_storage("layer_norm_backward", DType::bf16, 128) == RowStorage::prefetched);
@@ -701,19 +729,28 @@ TEST_CASE("codegen: every built-in kernel, forward and backward, compiles for sm
       {DType::f16, 7},       // one partial vector, many rows per CTA
       {DType::bf16, 4096},   // registers
       {DType::bf16, 12345},  // N not a multiple of the vector width
-      {DType::f32, 32768},   // shared memory for the forward, global for the backward
+      {DType::f32, 32768},   // a cluster on the H200; without: shared memory, or global
   };
+  const auto a100 = tilenorm::known_device("A100");
   for (const auto& name : builtin_names()) {
-    for (const auto& [dtype, n] : shapes) add(name, heuristic_spec(lowered(name), dtype, n));
+    for (const auto& [dtype, n] : shapes) {
+      add(name, heuristic_spec(lowered(name), dtype, n));
+      add(name, heuristic_spec(lowered(name), dtype, n, a100));
+    }
   }
   const std::pair<DType, std::int64_t> forward_shapes[] = {
       {DType::f32, 65536},    // 256 KiB: more than shared memory holds, so global
-      {DType::bf16, 262144},  // re-read from global memory
+      {DType::bf16, 262144},  // re-read from global memory, or a cluster of 16
   };
-  for (const char* name : {"rms_norm", "layer_norm"}) {
-    for (const auto& [dtype, n] : forward_shapes)
+  for (const char* name : {"rms_norm", "layer_norm", "layer_norm_backward"}) {
+    for (const auto& [dtype, n] : forward_shapes) {
       add(name, heuristic_spec(lowered(name), dtype, n));
+      add(name, heuristic_spec(lowered(name), dtype, n, a100));
+    }
   }
+  // Clusters with several rows per CTA, and with prefetching.
+  add("layer_norm", {DType::bf16, DType::bf16, 16384, {128, 2, 8, 0, 4}});
+  add("rms_norm_backward", {DType::bf16, DType::bf16, 32768, {256, 1, 8, 3, 8}});
   for (RowStorage storage : {RowStorage::registers, RowStorage::shared, RowStorage::global}) {
     add("layer_norm", {DType::bf16, DType::bf16, 5120, config(256, 2, 8, storage)});
   }
@@ -724,13 +761,15 @@ TEST_CASE("codegen: every built-in kernel, forward and backward, compiles for sm
       {DType::bf16, DType::bf16, 5120, config(512, 1, 8, RowStorage::prefetched)});
   add("rms_norm_backward_recompute",
       {DType::f16, DType::f16, 1000, config(128, 2, 8, RowStorage::prefetched)});
-  // The shapes above cover every storage strategy through the heuristic too.
+  // The shapes above cover every storage strategy and clusters through the heuristic too.
   CHECK(static_cast<RowStorage>(
-            heuristic_spec(lowered("rms_norm"), DType::f32, 32768).config.row_storage) ==
+            heuristic_spec(lowered("rms_norm"), DType::f32, 32768, a100).config.row_storage) ==
         RowStorage::shared);
   CHECK(static_cast<RowStorage>(
-            heuristic_spec(lowered("rms_norm"), DType::bf16, 262144).config.row_storage) ==
+            heuristic_spec(lowered("rms_norm"), DType::bf16, 262144, a100).config.row_storage) ==
         RowStorage::global);
+  CHECK(heuristic_spec(lowered("layer_norm_backward"), DType::bf16, 262144).config.ctas_per_row ==
+        16);
   CHECK(static_cast<RowStorage>(
             heuristic_spec(lowered("rms_norm_backward"), DType::f16, 7).config.row_storage) ==
         RowStorage::prefetched);
@@ -775,6 +814,11 @@ TEST_CASE("codegen: every built-in kernel compiles for the other supported archi
   for (const auto& arch : archs) {
     for (const auto& name : builtin_names()) {
       jobs.push_back({name, arch, heuristic_spec(lowered(name), DType::bf16, 4096)});
+    }
+    // Clusters (sm_90 and later): a long row split across 8 CTAs, forward and backward.
+    if (!arch.starts_with("sm_8")) {
+      for (const char* name : {"layer_norm", "layer_norm_backward"})
+        jobs.push_back({name, arch, heuristic_spec(lowered(name), DType::bf16, 65536)});
     }
   }
   const auto results = compile_all(jobs);

@@ -38,7 +38,7 @@ tilenorm::LoweredProgram lowered(const char* kernel) {
 }
 
 KernelConfig config(int threads_per_row, int rows_per_cta, int vec, RowStorage storage) {
-  return {threads_per_row, rows_per_cta, vec, static_cast<int>(storage)};
+  return {threads_per_row, rows_per_cta, vec, static_cast<int>(storage), 1};
 }
 
 // The pruned entry for `wanted`; fails the test when `wanted` survived or was never enumerated.
@@ -105,7 +105,7 @@ TEST_CASE("search space: the whole product is enumerated, split into survivors a
     product *= domain.values.size();
   }
   CHECK(space.total() == product);
-  CHECK(space.total() == 11 * 7 * 4 * 4);
+  CHECK(space.total() == 11 * 7 * 4 * 4 * 5);
   CHECK_FALSE(space.candidates.empty());
   for (const auto& p : space.pruned) CHECK_FALSE(p.reason.empty());
 }
@@ -212,6 +212,29 @@ TEST_CASE("search space: short_config names every field") {
         "tpr=128 rpc=2 vec=8 registers");
   CHECK(tilenorm::short_config(config(1024, 1, 4, RowStorage::global)) ==
         "tpr=1024 rpc=1 vec=4 global");
+  tilenorm::KernelConfig clustered = config(512, 1, 8, RowStorage::registers);
+  clustered.ctas_per_row = 8;
+  CHECK(tilenorm::short_config(clustered) == "tpr=512 rpc=1 vec=8 registers cluster=8");
+}
+
+TEST_CASE("search space: clusters only where the device has them and the row is long") {
+  const auto program = lowered("rms_norm");
+  auto has_cluster = [](const std::vector<tilenorm::Candidate>& candidates) {
+    return std::any_of(candidates.begin(), candidates.end(),
+                       [](const auto& c) { return c.config.ctas_per_row > 1; });
+  };
+  const auto hopper = tilenorm::DeviceLimits::hopper();
+  CHECK(
+      has_cluster(tilenorm::build_search_space(program, DType::bf16, DType::bf16, 65536, hopper)));
+  CHECK_FALSE(
+      has_cluster(tilenorm::build_search_space(program, DType::bf16, DType::bf16, 4096, hopper)));
+  const auto a100 = tilenorm::known_device("A100");
+  const auto space = tilenorm::explore_search_space(program, DType::bf16, DType::bf16, 65536, a100);
+  CHECK_FALSE(has_cluster(space.candidates));
+  CHECK(std::any_of(space.pruned.begin(), space.pruned.end(), [](const auto& p) {
+    return p.rule == tilenorm::PruneRule::no_clusters &&
+           p.reason.find("no thread-block clusters") != std::string::npos;
+  }));
 }
 
 TEST_CASE("tuner: default row counts are the bandwidth regime's M bucket and a small batch") {

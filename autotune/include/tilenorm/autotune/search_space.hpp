@@ -31,6 +31,9 @@ enum class PruneRule {
   shared_memory,      // dynamic shared memory over the device's per-block limit
   misaligned_vec,     // contiguous rows of N elements are not aligned for this vec
   narrower_vec,       // narrower than the widest usable vec (the runtime narrows by itself)
+  no_clusters,        // ctas_per_row > 1 on a device without thread-block clusters
+  needless_cluster,   // a cluster for a short row, slices under 256 vectors, or slices not
+                      // held one row per CTA in registers
   small_block,        // fewer than 64 threads per CTA
   idle_threads,       // more than half of a row's threads would have no vector to work on
   uncoalesced,        // a row's threads read less than a 128-byte line per step

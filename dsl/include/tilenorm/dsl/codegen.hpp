@@ -36,9 +36,11 @@ std::string_view row_storage_name(RowStorage storage);
 // The tunable knobs, baked into the generated source as constexpr values.
 struct KernelConfig {
   BOOST_HANA_DEFINE_STRUCT(KernelConfig, (int, threads_per_row),  // power of two, 1..1024
-                           (int, rows_per_cta),  // power of two; block = product, 32..1024
-                           (int, vec),           // elements per vector access, <= 16 bytes
-                           (int, row_storage));  // a RowStorage value
+                           (int, rows_per_cta),   // power of two; block = product, 32..1024
+                           (int, vec),            // elements per vector access, <= 16 bytes
+                           (int, row_storage),    // a RowStorage value
+                           (int, ctas_per_row));  // CTAs of one thread-block cluster that
+                                                  // split each row: 1 (no cluster) .. 16, sm_90+
   bool operator==(const KernelConfig& other) const;
   std::string describe() const;
 };
@@ -101,11 +103,15 @@ struct GeneratedKernel {
   std::size_t dynamic_shared_bytes = 0;  // for RowStorage::shared
   KernelPlan plan;
   std::optional<GeneratedFunction> finish;  // the finishing kernel, when plan.needs_finish()
-  // Partial rows each main-kernel CTA leaves in the workspace: 1 when it combines its row
-  // groups in shared memory first, else rows_per_cta.
+  // Partial rows each main-kernel CTA (each cluster, when a cluster shares a row) leaves in the
+  // workspace: 1 when it combines its row groups in shared memory first, else rows_per_cta.
   int partials_per_cta = 0;
   // Columns each finishing-kernel CTA covers (its grid is ceil(N / this)).
   int finish_columns_per_cta = 0;
+  // The main kernel's cluster size along x (KernelConfig::ctas_per_row): launch it with
+  // clusters of this many CTAs, and a grid that is a multiple of it. Partial rows then count
+  // per cluster, not per CTA.
+  int ctas_per_row = 1;
 };
 
 // Throws ProgramError (naming the problem) when config_problem() reports one.
@@ -113,5 +119,7 @@ GeneratedKernel generate_cuda(const LoweredProgram& program, const KernelSpec& s
 
 // The embedded device prelude (dsl/prelude/tilenorm_prelude.cuh).
 std::string_view device_prelude();
+// The sm_90 prelude (dsl/prelude/tilenorm_prelude_sm90.cuh), included by cluster kernels only.
+std::string_view device_prelude_sm90();
 
 }  // namespace tilenorm
