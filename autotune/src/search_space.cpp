@@ -19,6 +19,7 @@ constexpr std::int64_t kMaxStackedBlockThreads = 256;
 constexpr std::int64_t kRegisterDominanceValues = 32;
 constexpr std::int64_t kClusterMinRowVectors = 1024;   // rows shorter than this need no cluster
 constexpr std::int64_t kClusterMinSliceVectors = 256;  // each CTA of a cluster gets at least this
+constexpr std::int64_t kClusterMaxVectorsPerThread = 4;
 
 std::vector<int> powers_of_two(int first, int last) {
   std::vector<int> values;
@@ -128,6 +129,12 @@ std::optional<PrunedCandidate> prune(const Context& context, const KernelConfig&
                       std::string(row_storage_name(static_cast<RowStorage>(config.row_storage))) +
                       " storage");
   }
+  if (static_cast<RowStorage>(config.row_storage) == RowStorage::prefetched &&
+      config.ctas_per_row == 1 && !plan_kernels(context.program).persistent) {
+    return pruned(PruneRule::forward_prefetch,
+                  "without sums across rows, prefetching (a persistent grid) is searched only "
+                  "with a cluster, where it hides the cluster's barriers");
+  }
   const std::int64_t threads = std::int64_t{config.threads_per_row} * config.rows_per_cta;
   if (threads < kMinBlockThreads) {
     return pruned(PruneRule::small_block,
@@ -153,6 +160,12 @@ std::optional<PrunedCandidate> prune(const Context& context, const KernelConfig&
                       " contiguous bytes per step, less than a 128-byte line");
   }
   const std::int64_t vectors_per_thread = ceil_div(vectors_per_row, row_threads);
+  if (config.ctas_per_row > 1 && vectors_per_thread > kClusterMaxVectorsPerThread) {
+    return pruned(PruneRule::needless_cluster,
+                  std::to_string(vectors_per_thread) +
+                      " vectors per thread in a cluster: a cluster is for short slices (at most " +
+                      std::to_string(kClusterMaxVectorsPerThread) + " per thread)");
+  }
   const std::int64_t elements_per_thread = vectors_per_thread * config.vec;
   if (elements_per_thread > kMaxElementsPerThread &&
       config.threads_per_row < kSerialExemptThreadsPerRow) {
@@ -200,6 +213,8 @@ std::string_view prune_rule_name(PruneRule rule) {
       return "no clusters on this device";
     case PruneRule::needless_cluster:
       return "needless cluster";
+    case PruneRule::forward_prefetch:
+      return "forward prefetch without cluster";
     case PruneRule::small_block:
       return "CTA under 64 threads";
     case PruneRule::idle_threads:

@@ -228,6 +228,7 @@ class Emitter {
     k.plan = plan_;
     k.partials_per_cta = combine_ ? 1 : spec_.config.rows_per_cta;
     k.ctas_per_row = spec_.config.ctas_per_row;
+    k.persistent = plan_.persistent || prefetching();
     out_ << device_prelude() << "\n";
     if (clustered_) out_ << device_prelude_sm90() << "\n";
     emit_header(k);
@@ -926,9 +927,6 @@ std::optional<std::string> config_problem(const LoweredProgram& lp, const Kernel
            std::to_string(c.row_storage);
   }
   const auto storage = static_cast<RowStorage>(c.row_storage);
-  if (storage == RowStorage::prefetched && !plan_kernels(lp).persistent) {
-    return "prefetched rows need a persistent kernel (a program that sums across rows)";
-  }
   if (!is_power_of_two(c.ctas_per_row) || c.ctas_per_row > 16) {
     return "ctas_per_row must be a power of two in 1..16, got " + std::to_string(c.ctas_per_row);
   }

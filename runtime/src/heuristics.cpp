@@ -22,9 +22,9 @@ int next_power_of_two(std::int64_t v) {
 }
 
 // Small rows get several rows per CTA so that a block still has a useful number of threads.
-KernelConfig with_rows(int threads_per_row, int vec, RowStorage storage, int ctas_per_row = 1) {
+KernelConfig with_rows(int threads_per_row, int vec, RowStorage storage) {
   const int rows = std::max(1, 256 / threads_per_row);
-  return {threads_per_row, rows, vec, static_cast<int>(storage), ctas_per_row};
+  return {threads_per_row, rows, vec, static_cast<int>(storage), 1};
 }
 
 }  // namespace
@@ -82,25 +82,30 @@ KernelConfig heuristic_config(const LoweredProgram& program, DType io_dtype, DTy
   // scarce (N = 1024, 32 values per thread: 86 -> 81%).
   const bool persistent = plan_kernels(program).persistent;
   // A long row is split across a cluster so that each CTA keeps a slice of at most
-  // kClusterSliceVectors vectors, about four per thread at 256 threads (the shape that reaches
-  // the highest bandwidth on one CTA per row).
-  int ctas = 1;
+  // kClusterSliceVectors vectors, two per thread, and the kernel prefetches the next row's
+  // slice while the cluster's barriers of this one are waited on.
   if (limits.clusters && chunks > kClusterSliceVectors) {
+    int ctas = 1;
     while (ctas < kMaxClusterCtas && (chunks + ctas - 1) / ctas > kClusterSliceVectors) ctas *= 2;
-  }
-  for (; ctas >= 1; ctas /= 2) {
     const std::int64_t slice = (chunks + ctas - 1) / ctas;
-    const int first = std::clamp(next_power_of_two((slice + 3) / 4), narrowest, 1024);
-    for (int threads = first; threads <= 1024; threads *= 2) {
-      const KernelConfig config = with_rows(threads, vec, RowStorage::registers, ctas);
-      if (!fits(config)) continue;
-      const std::int64_t values_per_thread = (slice + threads - 1) / threads * vec;
-      if (persistent && values_per_thread <= kPrefetchValues) {
-        const KernelConfig prefetched = with_rows(threads, vec, RowStorage::prefetched, ctas);
-        if (fits(prefetched)) return prefetched;
+    for (int threads = std::clamp(next_power_of_two((slice + 1) / 2), 32, 1024); threads <= 1024;
+         threads *= 2) {
+      for (RowStorage storage : {RowStorage::prefetched, RowStorage::registers}) {
+        const KernelConfig config{threads, 1, vec, static_cast<int>(storage), ctas};
+        if (fits(config)) return config;
       }
-      return config;
     }
+  }
+  for (int threads = std::clamp(next_power_of_two((chunks + 3) / 4), narrowest, 1024);
+       threads <= 1024; threads *= 2) {
+    const KernelConfig config = with_rows(threads, vec, RowStorage::registers);
+    if (!fits(config)) continue;
+    const std::int64_t values_per_thread = (chunks + threads - 1) / threads * vec;
+    if (persistent && values_per_thread <= kPrefetchValues) {
+      const KernelConfig prefetched = with_rows(threads, vec, RowStorage::prefetched);
+      if (fits(prefetched)) return prefetched;
+    }
+    return config;
   }
   // Too large for registers: stash the row in shared memory, else re-read it from L2/HBM.
   // (Reached only without clusters, or for rows too long even for a cluster of 16.)

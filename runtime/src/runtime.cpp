@@ -449,7 +449,7 @@ struct Norm::State {
     if (loaded.generated.params.size() > kMaxKernelParams)
       fail("has more than 64 kernel parameters");
     loaded.function = runtime->load(loaded.generated, &loaded.finish);
-    if (loaded.generated.plan.persistent) loaded.max_grid = resident_row_blocks(loaded);
+    if (loaded.generated.persistent) loaded.max_grid = resident_row_blocks(loaded);
     return kernels.emplace(key, std::move(loaded)).first->second;
   }
 
@@ -495,7 +495,7 @@ struct Norm::State {
   static std::int64_t grid_for(const LoadedKernel& k, std::int64_t rows) {
     std::int64_t blocks =
         std::max<std::int64_t>(1, (rows + k.generated.rows_per_cta - 1) / k.generated.rows_per_cta);
-    if (k.generated.plan.persistent) blocks = std::min<std::int64_t>(blocks, k.max_grid);
+    if (k.generated.persistent) blocks = std::min<std::int64_t>(blocks, k.max_grid);
     return blocks * k.generated.ctas_per_row;
   }
   static std::int64_t partial_rows_for(const LoadedKernel& k, std::int64_t grid) {

@@ -456,12 +456,8 @@ TEST_CASE("codegen: config_problem names what is wrong with a configuration") {
   // 256 bf16 values per thread, held two to a register.
   CHECK(problem("rms_norm", DType::bf16, 262144, config(1024, 1, 8, registers)) ==
         "the row does not fit in registers (128 values per thread, budget 24)");
-  // Prefetching overlaps the next row block of a persistent kernel: forward kernels are not.
-  CHECK(problem("rms_norm", DType::bf16, 1024, config(128, 1, 8, RowStorage::prefetched)) ==
-        "prefetched rows need a persistent kernel (a program that sums across rows)");
-  CHECK(problem("rms_norm_no_weight_backward", DType::bf16, 1024,
-                config(128, 1, 8, RowStorage::prefetched)) ==
-        "prefetched rows need a persistent kernel (a program that sums across rows)");
+  // Prefetching makes any kernel persistent, forward or backward.
+  CHECK(problem("rms_norm", DType::bf16, 1024, config(128, 1, 8, RowStorage::prefetched)).empty());
   CHECK(problem("rms_norm_backward", DType::bf16, 1024, config(128, 1, 8, RowStorage::prefetched))
             .empty());
   CHECK(problem("rms_norm", DType::bf16, 0, config(128, 1, 8, registers)) ==
@@ -556,9 +552,13 @@ TEST_CASE("codegen: generate_cuda refuses what config_problem reports") {
         "row_storage=prefetched ctas_per_row=1: the row does not fit in registers (512 values per "
         "thread, budget "
         "215)");
-  CHECK(contains(generate_error("layer_norm", {DType::bf16, DType::bf16, 4096,
-                                               config(128, 2, 8, RowStorage::prefetched)}),
-                 "prefetched rows need a persistent kernel"));
+  CHECK(tilenorm::generate_cuda(lowered("layer_norm"), {DType::bf16, DType::bf16, 4096,
+                                                        config(128, 2, 8, RowStorage::prefetched)})
+            .persistent);
+  CHECK_FALSE(tilenorm::generate_cuda(
+                  lowered("layer_norm"),
+                  {DType::bf16, DType::bf16, 4096, config(128, 2, 8, RowStorage::registers)})
+                  .persistent);
 }
 
 // ---- the heuristic
@@ -584,12 +584,13 @@ TEST_CASE("codegen: the heuristic gives a valid configuration for every kernel, 
   }
 }
 
-TEST_CASE("codegen: with clusters, the heuristic splits long rows and keeps slices in registers") {
+TEST_CASE("codegen: with clusters, the heuristic splits long rows and prefetches the slices") {
   const tilenorm::LoweredProgram program = lowered("rms_norm");
   auto config = [&](DType dtype, std::int64_t n) {
     return heuristic_spec(program, dtype, n).config;
   };
-  // Up to 1024 vectors per row, one CTA; then the fewest CTAs that keep <= 1024 vectors each.
+  // Up to 1024 vectors per row, one CTA; then the fewest CTAs that keep <= 1024 vectors each,
+  // in registers with the next row's slice prefetched (a persistent grid).
   CHECK(config(DType::bf16, 8192).ctas_per_row == 1);
   CHECK(config(DType::bf16, 16384).ctas_per_row == 2);
   CHECK(config(DType::bf16, 65536).ctas_per_row == 8);
@@ -597,7 +598,7 @@ TEST_CASE("codegen: with clusters, the heuristic splits long rows and keeps slic
   CHECK(config(DType::bf16, 262144).ctas_per_row == 16);
   for (std::int64_t n : {16384, 65536, 262144}) {
     CAPTURE(n);
-    CHECK(static_cast<RowStorage>(config(DType::bf16, n).row_storage) == RowStorage::registers);
+    CHECK(static_cast<RowStorage>(config(DType::bf16, n).row_storage) == RowStorage::prefetched);
   }
   // Without clusters (an A100) the same rows go to shared memory or L2.
   const auto a100 = tilenorm::known_device("A100");
@@ -634,16 +635,16 @@ TEST_CASE("codegen: the heuristic keeps rows in registers, then shared memory, t
   // With its column partial sums in shared memory, 12345 bf16 values still fit registers.
   CHECK(backward_storage("layer_norm_backward", DType::bf16, 12345) == RowStorage::registers);
   CHECK(backward_storage("layer_norm_backward", DType::f32, 32768) == RowStorage::global);
-  // Not persistent: no prefetching, even for short rows.
+  // Without sums across rows, only cluster kernels prefetch, even for short rows.
   CHECK(backward_storage("rms_norm_no_weight_backward", DType::bf16, 128) == RowStorage::registers);
   for (const auto& name : builtin_names()) {
     if (!tilenorm::plan_kernels(lowered(name)).persistent) {
       for (std::int64_t n : kSweepSizes) {
         CAPTURE(name);
         CAPTURE(n);
-        CHECK(static_cast<RowStorage>(
-                  heuristic_spec(lowered(name), DType::bf16, n).config.row_storage) !=
-              RowStorage::prefetched);
+        const KernelConfig chosen = heuristic_spec(lowered(name), DType::bf16, n).config;
+        CHECK((static_cast<RowStorage>(chosen.row_storage) != RowStorage::prefetched ||
+               chosen.ctas_per_row > 1));
       }
     }
   }

@@ -23,8 +23,9 @@ using tilenorm::PruneRule;
 using tilenorm::RowStorage;
 
 // Each shape's candidates compile in well under a second each; this keeps a full tune of one
-// (kernel, dtype, N) within the budget in docs/autotuning.md.
-constexpr std::size_t kMaxCandidatesPerShape = 24;
+// (kernel, dtype, N) within the budget in docs/autotuning.md. (Clusters add a knob: long rows
+// search cluster sizes beside the one-CTA shapes.)
+constexpr std::size_t kMaxCandidatesPerShape = 32;
 // A backward reads two row tensors, so fewer configurations are dominated, and a persistent one
 // also searches prefetched rows beside rows in registers.
 constexpr std::size_t kMaxCandidatesPerBackwardShape = 40;

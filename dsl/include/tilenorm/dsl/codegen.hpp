@@ -23,7 +23,8 @@ enum class RowStorage : int {
   shared = 1,      // stashed in shared memory on the first pass
   global = 2,      // re-read from global memory (L2) on every pass; any N
   prefetched = 3,  // registers, with the next row block's loads in flight while this one is
-                   // worked on (persistent kernels, i.e. programs that sum across rows)
+                   // worked on; the kernel is then persistent (a grid that fits the device,
+                   // each CTA or cluster looping over row blocks)
 };
 inline constexpr int kRowStorageCount = 4;  // RowStorage values are 0 .. kRowStorageCount - 1
 
@@ -112,6 +113,9 @@ struct GeneratedKernel {
   // clusters of this many CTAs, and a grid that is a multiple of it. Partial rows then count
   // per cluster, not per CTA.
   int ctas_per_row = 1;
+  // The grid is no larger than fits on the device at once, each CTA (or cluster) looping over
+  // row blocks: programs that sum across rows, and prefetched rows.
+  bool persistent = false;
 };
 
 // Throws ProgramError (naming the problem) when config_problem() reports one.
