@@ -140,7 +140,7 @@ int dry_run(const tn::TuneCommand& command) {
     limits_source = std::string(limits.name) + " (" + std::string(limits.arch) + ") limits";
   } else if (tn::driver::gpu_available()) {
     const tn::driver::DeviceInfo info = tn::driver::device_info(0);
-    limits = {info.shared_memory_per_block_optin, info.multiprocessors};
+    limits = tn::device_limits(info);
     limits_source = info.name;
   }
   std::cout << "search space (" << limits_source << ", " << limits.shared_memory_per_block
@@ -200,6 +200,24 @@ int dry_run(const tn::TuneCommand& command) {
   return kExitOk;
 }
 
+// Each shape's timed candidates, fastest first, as % of the copy ceiling.
+void print_candidates(const tn::TuneReport& report) {
+  for (const tn::TuneResult& r : report.results) {
+    if (r.first_round.empty()) continue;
+    const double fastest_percent = r.percent_of_copy > 0 ? r.percent_of_copy : 0;
+    const double fastest_us = r.median_us > 0 ? r.median_us : r.first_round.front().median_us;
+    std::cout << "\n"
+              << r.kernel << " " << tn::tuning_dtype_key(r.io_dtype, r.param_dtype) << " N=" << r.n
+              << " M=" << r.m << ": " << r.first_round.size()
+              << " candidates timed (first round)\n";
+    for (const tn::TimedCandidate& c : r.first_round) {
+      std::cout << "  " << fixed(c.median_us, 2) << " us  "
+                << fixed(fastest_percent * fastest_us / c.median_us, 1) << "% copy  "
+                << tn::short_config(c.config) << "\n";
+    }
+  }
+}
+
 void print_results(const tn::TuneReport& report, bool quiet) {
   Table table({"kernel", "dtype", "N", "M", "chosen config", "us", "TB/s", "% copy",
                "heuristic config", "heuristic us", "speedup", "candidates t/p/f/timed"});
@@ -256,6 +274,7 @@ int tune(const tn::TuneCommand& command) {
             << fixed(report.copy_tbps, 2) << " TB/s (cuMemcpyDtoD, read + write); database "
             << db.string() << "\n";
   print_results(report, command.quiet);
+  if (command.show_candidates) print_candidates(report);
   const bool all_ok =
       report.aborted.empty() && std::all_of(report.results.begin(), report.results.end(),
                                             [](const tn::TuneResult& r) { return r.ok; });

@@ -92,6 +92,9 @@ struct Parser {
     app.add_flag("--list-pruned", tune.list_pruned,
                  "with --dry-run: every pruned configuration with its reason");
     app.add_flag("--quiet", tune.quiet, "no progress bar and no per-shape detail; tables only");
+    app.add_flag("--show-candidates", tune.show_candidates,
+                 "after the tables, every timed candidate of each shape with its first-round "
+                 "time and % of the copy ceiling (also with --quiet)");
     cli::add_value(app, "--arch", tune.arch,
                    "with --dry-run: the limits of a known GPU instead of this machine's: A100, "
                    "L40S, H100, H200, B200, or sm_80, sm_89, sm_90, sm_100",

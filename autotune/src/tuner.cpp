@@ -351,6 +351,7 @@ void time_rows(const Norm& norm, const Plan& plan, const Session& session,
 
   std::stable_sort(first_round.begin(), first_round.end(),
                    [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (const auto& [us, config] : first_round) result.first_round.push_back({config, us});
   std::vector<KernelConfig> finalists;
   for (std::size_t i = 0;
        i < first_round.size() && finalists.size() < static_cast<std::size_t>(options.finalists);
@@ -507,7 +508,7 @@ TuneReport tune(const std::vector<TuneShape>& shapes, const TuneOptions& options
   driver::ScopedContext scope(driver::primary_context(0));
   Session session{
       options, driver::device_info(0), {}, 0, 1, driver::DeviceBuffer(kQueueBlockerBytes)};
-  session.limits = {session.info.shared_memory_per_block_optin, session.info.multiprocessors};
+  session.limits = device_limits(session.info);
   session.compile_threads = options.compile_threads > 0
                                 ? options.compile_threads
                                 : std::max(1u, std::thread::hardware_concurrency());

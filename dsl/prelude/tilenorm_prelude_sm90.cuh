@@ -1,7 +1,10 @@
 // tilenorm device prelude for sm_90 and later: thread-block clusters. Kernels that split a row
-// across the CTAs of a cluster include it after the generic prelude. Each CTA reduces its slice
-// of the row, then reads every CTA's partial through distributed shared memory (DSMEM), in
-// rank order, so all CTAs of the cluster get the same bits without atomics.
+// across the CTAs of a cluster include it after the generic prelude.
+//
+// Row totals are exchanged by pushing: every CTA stores its partial into its own slot of every
+// CTA's buffer (distributed shared memory) and arrives on that CTA's mbarrier; each CTA waits on
+// its own mbarrier only, then adds the slots in rank order, so all CTAs get the same bits with
+// one one-way latency instead of a cluster-wide barrier, and without atomics.
 namespace tn {
 
 __device__ __forceinline__ unsigned cluster_rank() {
@@ -28,31 +31,72 @@ __device__ __forceinline__ unsigned cluster_count() {
   return count;
 }
 
-// Every thread of every CTA in the cluster arrives and waits. Release/acquire order makes the
-// shared-memory writes before it visible to the other CTAs' reads after it.
+// Every thread of every CTA in the cluster arrives and waits.
 __device__ __forceinline__ void cluster_sync() {
-  asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;"
-               ::
+  asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::
                    : "memory");
 }
 
-// Combines the float at `mine` (this CTA's shared memory) with the float at the same offset
-// in every CTA of the cluster, in rank order 0 .. Count - 1.
-template <int Op, int Count>
-__device__ __forceinline__ float cluster_combine(const float* mine) {
-  unsigned local;
+__device__ __forceinline__ unsigned shared_address(const void* pointer) {
+  unsigned address;
   asm("{\n\t.reg .u64 generic;\n\tcvta.to.shared.u64 generic, %1;\n\tcvt.u32.u64 %0, generic;\n\t}"
-      : "=r"(local)
-      : "l"(mine));
-  float total = 0.0f;
+      : "=r"(address)
+      : "l"(pointer));
+  return address;
+}
+
+// The address of the same shared-memory location in CTA `rank` of the cluster.
+__device__ __forceinline__ unsigned peer_address(const void* pointer, unsigned rank) {
+  unsigned remote;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;"
+               : "=r"(remote)
+               : "r"(shared_address(pointer)), "r"(rank));
+  return remote;
+}
+
+// One thread initializes the exchange's mbarriers, each completing after `arrivals` arrivals;
+// a cluster_sync() must follow before any CTA arrives on another's.
+__device__ __forceinline__ void exchange_init(unsigned long long* barrier, unsigned arrivals) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(shared_address(barrier)),
+               "r"(arrivals)
+               : "memory");
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+}
+
+// Stores `value` at `slot` (a location in this CTA's shared memory) in CTA `rank`.
+__device__ __forceinline__ void exchange_store(float* slot, unsigned rank, float value) {
+  asm volatile("st.shared::cluster.f32 [%0], %1;" ::"r"(peer_address(slot, rank)), "f"(value)
+               : "memory");
+}
+
+// Arrives on `barrier` in CTA `rank`; releases this thread's exchange_store()s before it.
+__device__ __forceinline__ void exchange_arrive(unsigned long long* barrier, unsigned rank) {
+  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" ::"r"(
+                   peer_address(barrier, rank))
+               : "memory");
+}
+
+// Waits until the phase of `barrier` with this parity has completed.
+__device__ __forceinline__ void exchange_wait(unsigned long long* barrier, unsigned parity) {
+  const unsigned address = shared_address(barrier);
+  unsigned done;
+  do {
+    asm volatile(
+        "{\n\t.reg .pred ready;\n\t"
+        "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 ready, [%1], %2;\n\t"
+        "selp.u32 %0, 1, 0, ready;\n\t}"
+        : "=r"(done)
+        : "r"(address), "r"(parity)
+        : "memory");
+  } while (!done);
+}
+
+// Combines Count slots in rank order.
+template <int Op, int Count>
+__device__ __forceinline__ float combine_slots(const float* slots) {
+  float total = slots[0];
 #pragma unroll
-  for (int rank = 0; rank < Count; ++rank) {
-    unsigned remote;
-    float value;
-    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(local), "r"(rank));
-    asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(value) : "r"(remote) : "memory");
-    total = rank == 0 ? value : combine<Op>(total, value);
-  }
+  for (int rank = 1; rank < Count; ++rank) total = combine<Op>(total, slots[rank]);
   return total;
 }
 

@@ -235,7 +235,6 @@ class Emitter {
     emit_prologue();
     emit_row_loop();
     emit_partials();
-    if (clustered_) codegen_sm90::emit_epilogue(out_);
     out_ << "}\n";
     if (plan_.needs_finish()) {
       GeneratedFunction finish;
@@ -378,7 +377,7 @@ class Emitter {
          << "  const int lane = threadIdx.x % TPR;\n"
          << "  const int row_in_cta = threadIdx.x / TPR;\n";
     if (clustered_) {
-      codegen_sm90::emit_prologue(out_, c.ctas_per_row, c.rows_per_cta,
+      codegen_sm90::emit_prologue(out_, c.ctas_per_row,
                                   lp_.reduction_phases.empty() ? 0 : max_reductions_per_phase(lp_));
     }
     if (storage_ == RowStorage::shared || shared_partials_)
@@ -676,7 +675,7 @@ class Emitter {
       std::vector<codegen_sm90::ClusterReduction> combined;
       for (NodeId r : reductions)
         combined.push_back({"acc" + std::to_string(r), reduce_op_constant(g_.node(r).op)});
-      codegen_sm90::emit_row_reduction(out_, combined, max_reductions_per_phase(lp_));
+      codegen_sm90::emit_row_reduction(out_, combined);
     }
     for (NodeId r : reductions) {
       out_ << "  const float " << ref(r) << " = acc" << r
@@ -929,6 +928,10 @@ std::optional<std::string> config_problem(const LoweredProgram& lp, const Kernel
   const auto storage = static_cast<RowStorage>(c.row_storage);
   if (!is_power_of_two(c.ctas_per_row) || c.ctas_per_row > 16) {
     return "ctas_per_row must be a power of two in 1..16, got " + std::to_string(c.ctas_per_row);
+  }
+  if (c.ctas_per_row > 1 && c.rows_per_cta != 1) {
+    return "a cluster splits one row per CTA: rows_per_cta must be 1 with ctas_per_row " +
+           std::to_string(c.ctas_per_row) + ", got " + std::to_string(c.rows_per_cta);
   }
   const Geometry g = geometry(spec);
   if ((c.ctas_per_row - 1) * g.iters * c.threads_per_row >= g.chunks) {

@@ -2,40 +2,44 @@
 
 namespace tilenorm::codegen_sm90 {
 
-void emit_prologue(std::ostream& out, int ctas, int rows_per_cta,
-                   std::size_t reductions_per_phase) {
+void emit_prologue(std::ostream& out, int ctas, std::size_t reductions_per_phase) {
   out << "  constexpr int CLUSTER = " << ctas << ";  // CTAs that split each row\n"
       << "  // Launched without clusters of CLUSTER CTAs, the row totals would be wrong: stop.\n"
       << "  if (tn::cluster_ctas() != CLUSTER) __trap();\n"
-      << "  const int tn_slice_start = static_cast<int>(tn::cluster_rank()) * (ITERS * TPR * "
-         "VEC);\n"
+      << "  const unsigned tn_rank = tn::cluster_rank();\n"
+      << "  const int tn_slice_start = static_cast<int>(tn_rank) * (ITERS * TPR * VEC);\n"
       << "  const long long tn_cluster = tn::cluster_index();\n"
       << "  const long long tn_clusters = tn::cluster_count();\n";
-  if (reductions_per_phase > 0) {
-    out << "  __shared__ float tn_cluster_partials[2][" << rows_per_cta * reductions_per_phase
-        << "];\n"
-        << "  int tn_cluster_parity = 0;  // alternates per phase, also across row blocks\n";
-  }
+  if (reductions_per_phase == 0) return;
+  // Two buffers and mbarriers, used alternately: a CTA pushes into a buffer again only two
+  // exchanges later, after waiting on the exchange in between, which every CTA arrives on only
+  // once it has read this one.
+  out << "  __shared__ float tn_exchange_slots[2][" << reductions_per_phase << " * CLUSTER];\n"
+      << "  __shared__ unsigned long long tn_exchange_barrier[2];\n"
+      << "  if (threadIdx.x == 0) {\n"
+      << "    tn::exchange_init(&tn_exchange_barrier[0], CLUSTER);\n"
+      << "    tn::exchange_init(&tn_exchange_barrier[1], CLUSTER);\n"
+      << "  }\n"
+      << "  tn::cluster_sync();  // every mbarrier is ready before any CTA arrives on it\n"
+      << "  unsigned tn_exchanges = 0;\n";
 }
 
-void emit_row_reduction(std::ostream& out, const std::vector<ClusterReduction>& reductions,
-                        std::size_t reductions_per_phase) {
-  // Two alternating buffers, as within a CTA: the next write to a buffer comes after the next
-  // phase's cluster barrier, which every CTA passes only after reading this phase's values.
-  out << "  {\n    float* exchange = tn_cluster_partials[tn_cluster_parity] + row_in_cta * "
-      << reductions_per_phase << ";\n    tn_cluster_parity ^= 1;\n    if (lane == 0) {\n";
-  for (std::size_t j = 0; j < reductions.size(); ++j)
-    out << "      exchange[" << j << "] = " << reductions[j].accumulator << ";\n";
-  out << "    }\n    tn::cluster_sync();\n";
+void emit_row_reduction(std::ostream& out, const std::vector<ClusterReduction>& reductions) {
+  out << "  {\n    const unsigned buffer = tn_exchanges & 1;\n"
+      << "    float* slots = tn_exchange_slots[buffer];\n"
+      << "    if (lane < CLUSTER) {  // thread `lane` pushes this CTA's totals to CTA `lane`\n";
   for (std::size_t j = 0; j < reductions.size(); ++j) {
-    out << "    " << reductions[j].accumulator << " = tn::cluster_combine<" << reductions[j].op
-        << ", CLUSTER>(exchange + " << j << ");\n";
+    out << "      tn::exchange_store(slots + " << j << " * CLUSTER + tn_rank, lane, "
+        << reductions[j].accumulator << ");\n";
+  }
+  out << "      tn::exchange_arrive(&tn_exchange_barrier[buffer], lane);\n    }\n"
+      << "    tn::exchange_wait(&tn_exchange_barrier[buffer], (tn_exchanges >> 1) & 1);\n"
+      << "    ++tn_exchanges;\n";
+  for (std::size_t j = 0; j < reductions.size(); ++j) {
+    out << "    " << reductions[j].accumulator << " = tn::combine_slots<" << reductions[j].op
+        << ", CLUSTER>(slots + " << j << " * CLUSTER);\n";
   }
   out << "  }\n";
-}
-
-void emit_epilogue(std::ostream& out) {
-  out << "  tn::cluster_sync();\n";
 }
 
 }  // namespace tilenorm::codegen_sm90

@@ -15,14 +15,12 @@ struct ClusterReduction {
 };
 
 // Declarations every cluster kernel starts with: the cluster size check, this CTA's rank and
-// the first column of its slice, the cluster's index and count, and the exchange buffers.
-void emit_prologue(std::ostream& out, int ctas, int rows_per_cta, std::size_t reductions_per_phase);
+// the first column of its slice, the cluster's index and count, and the exchange buffers with
+// their mbarriers. Each CTA holds one row (rows_per_cta = 1).
+void emit_prologue(std::ostream& out, int ctas, std::size_t reductions_per_phase);
 
-// Turns CTA totals (every thread of a row holds its CTA's value) into row totals.
-void emit_row_reduction(std::ostream& out, const std::vector<ClusterReduction>& reductions,
-                        std::size_t reductions_per_phase);
-
-// The last statement: no CTA may exit while another may still read its shared memory.
-void emit_epilogue(std::ostream& out);
+// Turns CTA totals (every thread of the CTA holds them) into row totals. A CTA may exit after
+// its last exchange: every store into its shared memory came before an arrival it waited for.
+void emit_row_reduction(std::ostream& out, const std::vector<ClusterReduction>& reductions);
 
 }  // namespace tilenorm::codegen_sm90

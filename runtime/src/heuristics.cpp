@@ -14,6 +14,7 @@ constexpr std::int64_t kPrefetchValues = 16;
 // Vectors of a row each CTA of a cluster keeps, and the largest cluster (non-portable above 8).
 constexpr std::int64_t kClusterSliceVectors = 1024;
 constexpr int kMaxClusterCtas = 16;
+constexpr std::int64_t kLongRowVectors = 1024;
 
 int next_power_of_two(std::int64_t v) {
   int p = 1;
@@ -28,6 +29,14 @@ KernelConfig with_rows(int threads_per_row, int vec, RowStorage storage) {
 }
 
 }  // namespace
+
+DeviceLimits device_limits(const driver::DeviceInfo& info) {
+  DeviceLimits limits;
+  limits.shared_memory_per_block = info.shared_memory_per_block_optin;
+  limits.multiprocessors = info.multiprocessors;
+  limits.clusters = info.cluster_launch;
+  return limits;
+}
 
 std::span<const DeviceLimits> known_devices() {
   // Opt-in shared memory per block and SM counts from the vendor's tuning guides; the
@@ -81,22 +90,34 @@ KernelConfig heuristic_config(const LoweredProgram& program, DType io_dtype, DTy
   // (N = 128: 71 -> 87% of the copy for LayerNorm) and costs where registers are already
   // scarce (N = 1024, 32 values per thread: 86 -> 81%).
   const bool persistent = plan_kernels(program).persistent;
-  // A long row is split across a cluster so that each CTA keeps a slice of at most
+  // A long row of a persistent kernel (a backward, which would otherwise spill or re-read its
+  // rows) is split across a cluster so that each CTA keeps a slice of at most
   // kClusterSliceVectors vectors, two per thread, and the kernel prefetches the next row's
-  // slice while the cluster's barriers of this one are waited on.
-  if (limits.clusters && chunks > kClusterSliceVectors) {
+  // slice while this one's exchanges are waited on. Forward kernels measured faster on one CTA
+  // per row (H200, 2026-11-30, docs/performance.md); tuning still searches clusters for them.
+  if (limits.clusters && persistent && chunks > kClusterSliceVectors) {
     int ctas = 1;
     while (ctas < kMaxClusterCtas && (chunks + ctas - 1) / ctas > kClusterSliceVectors) ctas *= 2;
     const std::int64_t slice = (chunks + ctas - 1) / ctas;
-    for (int threads = std::clamp(next_power_of_two((slice + 1) / 2), 32, 1024); threads <= 1024;
-         threads *= 2) {
+    // Two vectors per thread where the registers allow, else four (fewer threads per CTA
+    // leave each thread more registers).
+    for (std::int64_t per_thread : {2, 4}) {
+      const int threads =
+          std::clamp(next_power_of_two((slice + per_thread - 1) / per_thread), 32, 1024);
       for (RowStorage storage : {RowStorage::prefetched, RowStorage::registers}) {
         const KernelConfig config{threads, 1, vec, static_cast<int>(storage), ctas};
         if (fits(config)) return config;
       }
     }
   }
-  for (int threads = std::clamp(next_power_of_two((chunks + 3) / 4), narrowest, 1024);
+  // Programs with two reduction phases (LayerNorm) keep up to eight vectors per thread on long
+  // rows: fewer warps per row make each phase's barrier cheaper (H200, N = 16384: 256 threads
+  // per row 86.9% of the copy ceiling, 512 threads 57%).
+  const std::int64_t vectors_per_thread =
+      program.reduction_phases.size() >= 2 && chunks > kLongRowVectors ? 8 : 4;
+  for (int threads =
+           std::clamp(next_power_of_two((chunks + vectors_per_thread - 1) / vectors_per_thread),
+                      narrowest, 1024);
        threads <= 1024; threads *= 2) {
     const KernelConfig config = with_rows(threads, vec, RowStorage::registers);
     if (!fits(config)) continue;

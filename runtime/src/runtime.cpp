@@ -621,8 +621,7 @@ Runtime::Runtime(RuntimeOptions options) : impl_(std::make_shared<Impl>()) {
   impl_->options = options;
   impl_->info = driver::device_info(options.device);
   impl_->context = driver::primary_context(options.device);
-  impl_->limits = {impl_->info.shared_memory_per_block_optin, impl_->info.multiprocessors};
-  impl_->limits.clusters = impl_->info.cc_major >= 9;
+  impl_->limits = device_limits(impl_->info);
   if (options.use_tuning_database) impl_->tuning = load_default_tuning_databases();
 }
 

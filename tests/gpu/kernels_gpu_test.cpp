@@ -47,10 +47,7 @@ tilenorm::Runtime& shared_runtime() {
 void warm_compile_cache(const tilenorm::ir::Program& program, const std::vector<DType>& dtypes) {
   const tilenorm::LoweredProgram lowered = tilenorm::lower(program);
   const std::string arch = shared_runtime().arch();
-  const tilenorm::DeviceLimits limits{
-      .shared_memory_per_block = shared_runtime().shared_memory_per_block(),
-      .multiprocessors = shared_runtime().multiprocessors(),
-      .clusters = shared_runtime().compute_capability_major() >= 9};
+  const tilenorm::DeviceLimits limits = tilenorm::device_limits(tilenorm::driver::device_info(0));
   std::vector<std::future<void>> jobs;
   for (DType dtype : dtypes) {
     for (std::int64_t n : kRowLengths) {

@@ -22,6 +22,7 @@ struct TuneCommand {
   bool dry_run = false;
   bool list_pruned = false;  // with dry_run: every pruned configuration and its reason
   bool quiet = false;
+  bool show_candidates = false;  // print every candidate's first-round time per shape
   std::string arch;  // with dry_run: a known device or arch whose limits to use (no GPU needed)
 };
 

@@ -31,6 +31,11 @@ struct TuneShape {
 // coincide).
 std::vector<std::int64_t> default_row_counts(std::int64_t n);
 
+struct TimedCandidate {
+  KernelConfig config;
+  double median_us = 0;  // first round
+};
+
 struct CandidateFailure {
   KernelConfig config;
   std::string reason;  // e.g. "spills 48 bytes to local memory", "wrong results: ..."
@@ -60,6 +65,7 @@ struct TuneResult {
   std::size_t failed = 0;  // failed to compile, spilled, failed the check or failed to launch
   std::size_t timed = 0;   // timed at this M
   std::vector<CandidateFailure> failures;
+  std::vector<TimedCandidate> first_round;  // every timed candidate, fastest first
 };
 
 struct TuneProgress {

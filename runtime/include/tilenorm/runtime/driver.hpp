@@ -117,6 +117,7 @@ struct DeviceInfo {
   std::size_t shared_memory_per_multiprocessor = 0;
   int l2_bytes = 0;
   std::size_t total_memory = 0;
+  bool cluster_launch = false;  // thread-block clusters (sm_90 and later)
 
   // The real architecture NVRTC should target, e.g. "sm_90".
   std::string arch() const;

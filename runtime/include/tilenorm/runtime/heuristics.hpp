@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "tilenorm/dsl/codegen.hpp"
+#include "tilenorm/runtime/driver.hpp"
 
 namespace tilenorm {
 
@@ -21,6 +22,9 @@ struct DeviceLimits {
   // The H200 (sm_90) limits, for generating code without a GPU.
   static DeviceLimits hopper();
 };
+
+// The limits of a GPU as its driver reports them.
+DeviceLimits device_limits(const driver::DeviceInfo& info);
 
 // A100 (sm_80), L40S (sm_89), H100 and H200 (sm_90), B200 (sm_100).
 std::span<const DeviceLimits> known_devices();
