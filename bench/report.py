@@ -1,9 +1,15 @@
 #!/usr/bin/env python3
 """Merges tilenorm-bench JSON and torch_compare.py JSON into markdown tables, one per pass
-(forward, backward, recompute), and, when matplotlib imports, a PNG plot of TB/s against N
-with one row of panels per pass. Standard library + optional matplotlib.
+(forward, backward, recompute), a table of the --decode measurements when there are any, and,
+when matplotlib imports, a PNG plot of TB/s for each shape with one row of panels per pass.
+Rows are matched by (op, pass, M, N, row stride). Standard library + optional matplotlib.
+
+Rows timed by different methods (events or graph; see bench/README.md) are never compared: their
+ratio cells say so, they are left out of the geometric means, and the report warns about them.
+--strict-timing refuses such a merge instead (exit 1, nothing written).
 
 usage: report.py --tilenorm TILENORM.json [--torch TORCH.json] [--markdown OUT.md] [--plot OUT.png]
+                 [--strict-timing]
 """
 import argparse
 import json
@@ -20,7 +26,10 @@ PASSES = ("forward", "backward", "recompute")
 PASS_BYTES = {"forward": "x read + y written",
               "backward": "x and dy read + dx written",
               "recompute": "x and dy read + dx written"}
-EVENTS_MARK = " †"
+# tilenorm-bench rows written before --timing existed: one event pair around each launch.
+LEGACY_TIMING = "events per launch"
+FALLBACK_MARK = " †"
+MIXED_MARK = "‡"
 
 
 def load(path):
@@ -33,12 +42,36 @@ def row_pass(row):
     return row.get("pass", "forward")
 
 
+def row_stride(row):
+    """The row's row stride in elements; rows written before strides existed are contiguous."""
+    return row.get("row_stride") or row["n"]
+
+
+def row_timing(row, document):
+    """How the row was timed: "events" or "graph" (or LEGACY_TIMING for old tilenorm rows)."""
+    return row.get("timing") or (LEGACY_TIMING if document.get("tool") == "tilenorm-bench"
+                                 else document.get("timing", "unknown"))
+
+
+def row_key(row):
+    """(op, pass, M, N, row stride)."""
+    return (row["op"], row_pass(row), row["m"], row["n"], row_stride(row))
+
+
+def shape_text(key):
+    _, _, m, n, stride = key
+    return f"{m}x{n}" + (f" (stride {stride})" if stride != n else "")
+
+
 def rows_by_key(document, impl=None):
-    """{(op, pass, n): row} for one implementation."""
+    """{(op, pass, M, N, row stride): row} for one implementation; each row gets "_timing"."""
     if document is None:
         return {}
-    return {(row["op"], row_pass(row), row["n"]): row for row in document["rows"]
-            if impl is None or row.get("impl") == impl}
+    found = {}
+    for row in document["rows"]:
+        if impl is None or row.get("impl") == impl:
+            found[row_key(row)] = dict(row, _timing=row_timing(row, document))
+    return found
 
 
 def ordered_passes(names):
@@ -46,8 +79,18 @@ def ordered_passes(names):
     return known + sorted(name for name in names if name not in PASSES)
 
 
+def sort_key(key):
+    """Keys in report order: op, then N, M and row stride."""
+    op, pass_name, m, n, stride = key
+    return (op, pass_name, n, m, stride)
+
+
 def timed(row):
     return row is not None and "error" not in row
+
+
+def same_timing(first, second):
+    return first["_timing"] == second["_timing"]
 
 
 def tbps_cell(row):
@@ -55,11 +98,11 @@ def tbps_cell(row):
         return "—"
     if "error" in row:
         return "FAILED"
-    mark = EVENTS_MARK if row.get("timing") == "events" else ""
+    mark = FALLBACK_MARK if "graph_error" in row else ""
     return f"{row['tbps']:.2f}{mark}"
 
 
-def percent_cell(row, goal):
+def percent_cell(row, goal=None):
     if not timed(row):
         return "—"
     mark = " ✓" if goal is not None and row["percent_of_ceiling"] >= goal else ""
@@ -69,7 +112,13 @@ def percent_cell(row, goal):
 def ratio_cell(numerator, denominator):
     if not (timed(numerator) and timed(denominator)):
         return "—"
+    if not same_timing(numerator, denominator):
+        return f"{MIXED_MARK} {numerator['_timing']} vs {denominator['_timing']}"
     return f"{numerator['tbps'] / denominator['tbps']:.2f}×"
+
+
+def us_cell(row):
+    return f"{row['median_us']:.2f}" if timed(row) else "—"
 
 
 def config_cell(row):
@@ -85,21 +134,49 @@ def ceiling_line(name, document):
             f"{document['device']}, {document['date_utc']}")
 
 
+def timing_summary(name, rows):
+    methods = sorted({row["_timing"] for row in rows.values() if timed(row)})
+    return f"{name} {' and '.join(f'`{method}`' for method in methods) or '—'}"
+
+
+def mixed_timing(ours, torch_rows):
+    """[(key, impl, tilenorm timing, torch timing)] for every timed pair timed differently."""
+    mixed = []
+    for impl, theirs in torch_rows.items():
+        for key in sorted(set(ours) & set(theirs), key=sort_key):
+            mine, other = ours[key], theirs[key]
+            if timed(mine) and timed(other) and not same_timing(mine, other):
+                mixed.append((key, impl, mine["_timing"], other["_timing"]))
+    return mixed
+
+
 def consistency_warnings(tilenorm, torch, ours, torch_rows):
-    """Header fields that differ between the runs, and shapes whose rows count different bytes
-    (their TB/s would not compare)."""
+    """Header fields that differ between the runs, shapes whose rows count different bytes
+    (their TB/s would not compare), and rows timed by different methods."""
     if torch is None:
         return []
     lines = [f"- **Warning:** {field} differs: tilenorm-bench {tilenorm[field]!r}, "
              f"torch_compare {torch[field]!r}."
-             for field in ("device", "dtype", "elements") if tilenorm[field] != torch[field]]
+             for field in ("device", "dtype") if tilenorm[field] != torch[field]]
+    if (tilenorm.get("elements") is not None and torch.get("elements") is not None
+            and tilenorm["elements"] != torch["elements"]):
+        lines.append(f"- **Warning:** elements differs: tilenorm-bench {tilenorm['elements']!r}, "
+                     f"torch_compare {torch['elements']!r}.")
     for impl, theirs in torch_rows.items():
-        for key in sorted(set(ours) & set(theirs)):
+        for key in sorted(set(ours) & set(theirs), key=sort_key):
             mine, other = ours[key].get("bytes"), theirs[key].get("bytes")
             if mine is not None and other is not None and mine != other:
-                op, pass_name, n = key
-                lines.append(f"- **Warning:** {op} {pass_name} N={n} counts {mine:.0f} bytes in "
-                             f"tilenorm-bench and {other:.0f} in torch_compare ({impl}).")
+                op, pass_name = key[:2]
+                lines.append(f"- **Warning:** {op} {pass_name} {shape_text(key)} counts "
+                             f"{mine:.0f} bytes in tilenorm-bench and {other:.0f} in "
+                             f"torch_compare ({impl}).")
+    mixed = mixed_timing(ours, torch_rows)
+    if mixed:
+        lines.append(f"- **Warning: {len(mixed)} matched rows were timed by different methods; "
+                     f"they are not compared ({MIXED_MARK} in the ratio cells, left out of the "
+                     "geometric means):**")
+        lines += [f"  - {key[0]} {key[1]} {shape_text(key)}: tilenorm `{mine}`, {impl} `{other}`"
+                  for key, impl, mine, other in mixed]
     return lines
 
 
@@ -107,33 +184,36 @@ def geometric_mean(values):
     return math.exp(sum(math.log(value) for value in values) / len(values))
 
 
-def compile_ratios(ours, compiled):
-    """{(op, pass): [tilenorm TB/s / compile TB/s for every N timed by both]}."""
-    ratios = {}
+def ratios(ours, theirs):
+    """{(op, pass): [tilenorm TB/s / their TB/s for every shape timed by both, the same way]}."""
+    found = {}
     for key, mine in ours.items():
-        theirs = compiled.get(key)
-        if timed(mine) and timed(theirs):
-            op, pass_name, _ = key
-            ratios.setdefault((op, pass_name), []).append(mine["tbps"] / theirs["tbps"])
-    return ratios
+        other = theirs.get(key)
+        if timed(mine) and timed(other) and same_timing(mine, other):
+            found.setdefault(key[:2], []).append(mine["tbps"] / other["tbps"])
+    return found
 
 
-def pass_table(pass_name, ours, eager, compiled):
+def pass_table(pass_name, ours, eager, compiled, strided):
     goal = GOAL_PERCENT.get(pass_name)
+    stride_head, stride_rule = (" stride |", "---:|") if strided else ("", "")
     lines = [f"## {pass_name}", "",
-             f"TB/s counts {PASS_BYTES.get(pass_name, 'the bytes each tool reports')}.", "",
-             "| op | N | M | tilenorm TB/s | tilenorm % of ceiling | eager TB/s | compile TB/s "
-             "| tilenorm / compile | tilenorm config |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---|"]
-    keys = sorted(key for key in set(ours) | set(eager) | set(compiled) if key[1] == pass_name)
+             f"TB/s counts {PASS_BYTES.get(pass_name, 'the bytes each tool reports')}. Each % is "
+             "of its own run's copy ceiling.", "",
+             f"| op | N | M |{stride_head} tilenorm TB/s | tilenorm % of ceiling | eager TB/s "
+             "| eager % of ceiling | compile TB/s | compile % of ceiling | tilenorm / compile "
+             "| tilenorm / eager | tilenorm config |",
+             f"|---|---:|---:|{stride_rule}---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+    keys = sorted((key for key in set(ours) | set(eager) | set(compiled) if key[1] == pass_name),
+                  key=sort_key)
     for key in keys:
-        op, _, n = key
-        mine, theirs = ours.get(key), compiled.get(key)
-        m = next((row["m"] for row in (mine, eager.get(key), theirs)
-                  if row is not None and "m" in row), "—")
-        lines.append(f"| {op} | {n} | {m} | {tbps_cell(mine)} | {percent_cell(mine, goal)} "
-                     f"| {tbps_cell(eager.get(key))} | {tbps_cell(theirs)} "
-                     f"| {ratio_cell(mine, theirs)} | {config_cell(mine)} |")
+        op, _, m, n, stride = key
+        mine, slow, fast = ours.get(key), eager.get(key), compiled.get(key)
+        stride_cell = f" {stride} |" if strided else ""
+        lines.append(f"| {op} | {n} | {m} |{stride_cell} {tbps_cell(mine)} "
+                     f"| {percent_cell(mine, goal)} | {tbps_cell(slow)} | {percent_cell(slow)} "
+                     f"| {tbps_cell(fast)} | {percent_cell(fast)} | {ratio_cell(mine, fast)} "
+                     f"| {ratio_cell(mine, slow)} | {config_cell(mine)} |")
     mine_rows = [row for key, row in ours.items() if key[1] == pass_name]
     lines.append("")
     if goal is not None:
@@ -141,11 +221,58 @@ def pass_table(pass_name, ours, eager, compiled):
         lines.append(f"tilenorm at ≥ {goal:.0f}% of the ceiling: {at_goal} of {len(mine_rows)} "
                      "shapes.")
     compared = [(row, compiled[key]) for key, row in ours.items()
-                if key[1] == pass_name and timed(row) and timed(compiled.get(key))]
+                if key[1] == pass_name and timed(row) and timed(compiled.get(key))
+                and same_timing(row, compiled[key])]
     if any(key[1] == pass_name for key in compiled):
         faster = sum(mine["tbps"] > theirs["tbps"] for mine, theirs in compared)
         lines.append(f"tilenorm faster than torch.compile: {faster} of {len(compared)} shapes "
-                     "timed by both.")
+                     "timed by both, the same way.")
+    return lines
+
+
+def decode_table(tilenorm, ours, eager, compiled):
+    """The --decode measurements: each row's kernel against a copy moving the same bytes, and the
+    host cost of a launch; then the CUDA-graph replay checks."""
+    rows = sorted(((key, row) for key, row in ours.items() if "decode" in row),
+                  key=lambda item: sort_key(item[0]))
+    checks = tilenorm.get("graph_checks", [])
+    if not rows and not checks:
+        return []
+    lines = ["## decode", ""]
+    if rows:
+        lines += [
+            "Kernel: tilenorm's time per launch. Copy: `cuMemcpyDtoDAsync` of half the kernel's "
+            "bytes, so that it reads and writes as many bytes as the kernel (rows, parameters and "
+            "statistics; not the workspace), timed the same way in the same run. Host: µs per "
+            "call on the CPU, `Norm::launch` against a bare `cuLaunchKernel` of an empty kernel, "
+            "while the GPU is kept busy. eager and compile: PyTorch's time per call, where "
+            "torch_compare timed the same shape.", "",
+            "| op | pass | M | N | stride | kernel bytes | kernel µs | copy µs | kernel / copy "
+            "| eager µs | compile µs | Norm::launch µs | cuLaunchKernel µs | launch / empty |",
+            "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+        for key, row in rows:
+            op, pass_name, m, n, stride = key
+            decode = row["decode"]
+            kernel = (f"{row['median_us']:.2f}", f"{decode['kernel_over_copy']:.2f}×") \
+                if timed(row) else ("FAILED", "—")
+            lines.append(
+                f"| {op} | {pass_name} | {m} | {n} | {stride} | {decode['kernel_bytes']:.0f} "
+                f"| {kernel[0]} | {decode['copy_median_us']:.2f} | {kernel[1]} "
+                f"| {us_cell(eager.get(key))} | {us_cell(compiled.get(key))} "
+                f"| {decode['launch_us']:.2f} | {decode['empty_launch_us']:.2f} "
+                f"| {decode['launch_over_empty']:.2f}× |")
+        lines.append("")
+    if checks:
+        failed = sum(not check["ok"] for check in checks)
+        lines += [f"CUDA graph of {' then '.join(checks[0].get('ops', ['layer_norm', 'rms_norm']))},"
+                  " replayed and compared bit for bit with direct launches: "
+                  f"{len(checks) - failed} of {len(checks)} shapes pass.", ""]
+        for check in checks:
+            stride = check.get("row_stride", check["n"])
+            shape = f"{check['m']}x{check['n']}" + (f" (stride {stride})"
+                                                   if stride != check["n"] else "")
+            lines.append(f"- {shape}: {'pass' if check['ok'] else '**FAIL**'} "
+                         f"({' '.join(check['detail'].split())})")
     return lines
 
 
@@ -154,8 +281,10 @@ def markdown(tilenorm, torch):
     eager = rows_by_key(torch, "eager")
     compiled = rows_by_key(torch, "compile")
     passes = ordered_passes({key[1] for key in (*ours, *eager, *compiled)})
+    size = (f"M·N = {tilenorm['elements']} elements per shape"
+            if tilenorm.get("elements") is not None else "shapes as listed")
     lines = [f"# tilenorm vs PyTorch, {' + '.join(passes) or 'no results'}, {tilenorm['dtype']}, "
-             f"M·N = {tilenorm['elements']} elements per shape", ""]
+             f"{size}", ""]
     if torch is not None:
         lines.append(f"torch {torch['torch_version']}, Triton {torch['triton_version']}, "
                      f"CUDA {torch['cuda_version']}. tilenorm tuning database: "
@@ -163,6 +292,11 @@ def markdown(tilenorm, torch):
     else:
         lines.append(f"tilenorm tuning database: {'on' if tilenorm['tuning_database'] else 'off'}; "
                      "no torch_compare results given.")
+    timing = [timing_summary("tilenorm-bench", ours)]
+    if torch is not None:
+        timing.append(timing_summary("torch_compare", {**eager, **compiled}) +
+                      f" (asked for `{torch.get('timing', 'auto')}`)")
+    lines += ["", f"Timing: {'; '.join(timing)}."]
     lines += ["", "Copy ceilings (each implementation's % is against its own run's ceiling):",
               ceiling_line("tilenorm-bench", tilenorm)]
     if torch is not None:
@@ -171,30 +305,40 @@ def markdown(tilenorm, torch):
     goals = ", ".join(f"≥ {percent:.0f}% of the ceiling for the {pass_name}"
                       for pass_name, percent in GOAL_PERCENT.items())
     lines += ["", f"✓ marks the goal: {goals}."]
-    if any(row.get("timing") == "events" for row in (*eager.values(), *compiled.values())):
-        lines.append(f"{EVENTS_MARK.strip()} marks PyTorch times taken with CUDA events around "
-                     "back-to-back calls, where the CUDA-graph capture failed; the others are "
-                     "graph replays.")
+    if any("graph_error" in row for row in (*eager.values(), *compiled.values())):
+        lines.append(f"{FALLBACK_MARK.strip()} marks PyTorch times taken with CUDA events because "
+                     "the CUDA-graph capture failed (`--timing auto`).")
+    strided = any(key[4] != key[3] for key in (*ours, *eager, *compiled))
     for pass_name in passes:
-        lines += [""] + pass_table(pass_name, ours, eager, compiled)
-    ratios = compile_ratios(ours, compiled)
-    if ratios:
-        lines += ["", "## tilenorm / torch.compile, geometric mean over N", "",
-                  "| op | pass | geometric mean | shapes |", "|---|---|---:|---:|"]
-        for op, pass_name in sorted(ratios, key=lambda key: (key[0], passes.index(key[1]))):
-            values = ratios[(op, pass_name)]
-            lines.append(f"| {op} | {pass_name} | {geometric_mean(values):.2f}× | {len(values)} |")
-    failures = [row for document in (tilenorm, torch) if document is not None
+        lines += [""] + pass_table(pass_name, ours, eager, compiled, strided)
+    by_compile, by_eager = ratios(ours, compiled), ratios(ours, eager)
+    if by_compile or by_eager:
+        lines += ["", "## tilenorm / PyTorch, geometric mean over shapes timed the same way", "",
+                  "| op | pass | tilenorm / compile | shapes | tilenorm / eager | shapes |",
+                  "|---|---|---:|---:|---:|---:|"]
+        for op, pass_name in sorted(set(by_compile) | set(by_eager),
+                                    key=lambda key: (key[0], passes.index(key[1]))):
+            cells = []
+            for found in (by_compile, by_eager):
+                values = found.get((op, pass_name))
+                cells += [f"{geometric_mean(values):.2f}×", str(len(values))] if values \
+                    else ["—", "0"]
+            lines.append(f"| {op} | {pass_name} | {' | '.join(cells)} |")
+    decode = decode_table(tilenorm, ours, eager, compiled)
+    if decode:
+        lines += [""] + decode
+    failures = [(row, document) for document in (tilenorm, torch) if document is not None
                 for row in document["rows"] if "error" in row]
     if failures:
         lines += ["", "Failures:"]
-        lines += [f"- {row['op']} {row_pass(row)} {row.get('impl', 'tilenorm')} N={row['n']}: "
-                  f"{' '.join(row['error'].split())}" for row in failures]  # one line each
+        lines += [f"- {row['op']} {row_pass(row)} {row.get('impl', 'tilenorm')} "
+                  f"{shape_text(row_key(row))}: {' '.join(row['error'].split())}"
+                  for row, _ in failures]  # one line each
     return "\n".join(lines) + "\n"
 
 
 def plot(tilenorm, torch, path):
-    """TB/s against N: one row of panels per pass, one panel per op, one line per
+    """TB/s for each shape: one row of panels per pass, one panel per op, one line per
     implementation; False without matplotlib."""
     try:
         import matplotlib
@@ -205,16 +349,19 @@ def plot(tilenorm, torch, path):
     series = {"tilenorm": rows_by_key(tilenorm), "eager": rows_by_key(torch, "eager"),
               "compile": rows_by_key(torch, "compile")}
     keys = [key for rows in series.values() for key in rows]
-    ops = sorted({op for op, _, _ in keys}) or ["no results"]
-    passes = ordered_passes({pass_name for _, pass_name, _ in keys}) or ["forward"]
-    figure, axes = pyplot.subplots(len(passes), len(ops), figsize=(7 * len(ops), 5 * len(passes)),
+    ops = sorted({key[0] for key in keys}) or ["no results"]
+    passes = ordered_passes({key[1] for key in keys}) or ["forward"]
+    figure, axes = pyplot.subplots(len(passes), len(ops), figsize=(8 * len(ops), 5 * len(passes)),
                                    squeeze=False)
     for axis_row, pass_name in zip(axes, passes):
         for axis, op in zip(axis_row, ops):
+            shapes = sorted({key[2:] for key in keys if key[:2] == (op, pass_name)},
+                            key=lambda shape: (shape[1], shape[0], shape[2]))
+            position = {shape: index for index, shape in enumerate(shapes)}
             for impl in IMPLEMENTATIONS:
-                points = sorted((n, row["tbps"]) for (row_op, row_pass_name, n), row
+                points = sorted((position[key[2:]], row["tbps"]) for key, row
                                 in series[impl].items()
-                                if row_op == op and row_pass_name == pass_name and timed(row))
+                                if key[:2] == (op, pass_name) and timed(row))
                 if points:
                     axis.plot(*zip(*points), marker="o", label=impl)
             for name, document, style in (("copy ceiling (tilenorm-bench)", tilenorm, "--"),
@@ -222,8 +369,10 @@ def plot(tilenorm, torch, path):
                 if document is not None:
                     axis.axhline(document["copy_ceiling"]["tbps"], color="gray", linestyle=style,
                                  label=name)
-            axis.set_xscale("log", base=2)
-            axis.set_xlabel("N (row length)")
+            axis.set_xticks(range(len(shapes)))
+            axis.set_xticklabels([f"{m}x{n}" + (f"/{stride}" if stride != n else "")
+                                  for m, n, stride in shapes], rotation=45, ha="right")
+            axis.set_xlabel("shape M x N (/row stride)")
             axis.set_ylabel(f"TB/s ({PASS_BYTES.get(pass_name, 'bytes as counted')})")
             axis.set_ylim(bottom=0)
             axis.set_title(f"{op}, {pass_name}, {tilenorm['dtype']}, {tilenorm['device']}")
@@ -243,15 +392,26 @@ def main():
     parser.add_argument("--markdown", metavar="PATH", help="also write the table to PATH")
     parser.add_argument("--plot", metavar="PATH",
                         help="write a PNG plot to PATH (needs matplotlib)")
+    parser.add_argument("--strict-timing", action="store_true",
+                        help="refuse (exit 1, nothing written) when a tilenorm row and the "
+                        "PyTorch row of the same shape were timed by different methods")
     args = parser.parse_args()
     try:
         tilenorm = load(args.tilenorm)
         torch = load(args.torch) if args.torch else None
+        mixed = mixed_timing(rows_by_key(tilenorm), {impl: rows_by_key(torch, impl)
+                                                     for impl in ("eager", "compile")})
         text = markdown(tilenorm, torch)
     except (OSError, ValueError, KeyError, TypeError) as error:
         print(f"report.py: cannot read the results: {type(error).__name__}: {error}",
               file=sys.stderr)
         return 2
+    if mixed and args.strict_timing:
+        print(f"report.py: {len(mixed)} matched rows were timed by different methods, e.g. "
+              f"{mixed[0][0][0]} {mixed[0][0][1]} {shape_text(mixed[0][0])}: tilenorm "
+              f"{mixed[0][2]}, {mixed[0][1]} {mixed[0][3]}; rerun both tools with the same "
+              "--timing", file=sys.stderr)
+        return 1
     sys.stdout.write(text)
     if args.markdown:
         with open(args.markdown, "w") as file:

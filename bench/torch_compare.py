@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Times PyTorch's LayerNorm and RMSNorm, eager and torch.compile, at the shapes tilenorm-bench
-uses: the forward, the backward, and the recomputing backward (forward + backward, as under
-activation checkpointing). Also the device-to-device copy ceiling. Writes JSON for report.py.
+uses (--shapes MxN,..., or M = --elements // N for each --n; --row-stride pads the rows): the
+forward, the backward, and the recomputing backward (forward + backward, as under activation
+checkpointing). Also the device-to-device copy ceiling. Writes JSON for report.py.
 
 Needs a GPU and PyTorch (with Triton for torch.compile); see bench/README.md.
 Exit status: 0 all timed, 1 some (op, pass, implementation, N) failed, 2 bad arguments, 3 no
@@ -16,6 +17,7 @@ import time
 import warnings
 
 DEFAULT_NS = "128,512,1024,2048,4096,5120,8192,16384,32768,65536,131072,262144"
+DEFAULT_ELEMENTS = 1 << 26
 DTYPE_NAMES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
 OPS = ("layer_norm", "rms_norm")
 IMPLS = ("eager", "compile")
@@ -35,9 +37,12 @@ COPY_WARMUPS = 2
 COPY_REPEATS = 10
 # torch.compile against eager on the first input: a couple of units in the last place.
 TOLERANCES = {"bf16": 2e-2, "fp16": 2e-3, "fp32": 1e-4}
-# Events timing: calls between one pair of events (rounded up to whole passes over the buffer
-# sets), and the GPU sleep that keeps the GPU busy while Python queues them.
-EVENT_CALLS = 10
+# Calls per timing sample, graph or events (rounded up to whole passes over the buffer sets), as
+# in tilenorm-bench; and the GPU sleep that keeps the GPU busy while Python queues an events batch.
+BATCH_CALLS = 10
+# Buffer sets rotate until one pass is larger than twice the L2, but never more than this many
+# (tiny shapes: their later sets stay in the L2), as in tilenorm-bench.
+MAX_BUFFER_SETS = 8192
 SLEEP_CALIBRATION_CYCLES = 10_000_000
 SLEEP_MARGIN_US = 50.0
 
@@ -50,7 +55,10 @@ def comma_list(text, convert):
 
 
 def positive_int(text):
-    value = int(text)
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
     if value <= 0:
         raise argparse.ArgumentTypeError(f"needs a positive integer, got '{text}'")
     return value
@@ -61,6 +69,18 @@ def non_negative_int(text):
     if value < 0:
         raise argparse.ArgumentTypeError(f"needs a non-negative integer, got '{text}'")
     return value
+
+
+def shape(text):
+    """'MxN' -> (M, N)."""
+    m, sep, n = text.partition("x")
+    try:
+        if sep:
+            return positive_int(m), positive_int(n)
+    except argparse.ArgumentTypeError:
+        pass
+    raise argparse.ArgumentTypeError(f"'{text}' is not MxN with positive M and N "
+                                     "(such as 65536x1024)")
 
 
 def choice_list(choices):
@@ -77,11 +97,17 @@ def parse_args():
         description="Time F.layer_norm / F.rms_norm (eager and torch.compile; forward, "
         "backward, recomputing backward) and the copy ceiling; write JSON for bench/report.py.")
     parser.add_argument("--dtype", choices=sorted(DTYPE_NAMES), default="bf16")
+    parser.add_argument("--shapes", type=lambda text: comma_list(text, shape),
+                        help="shapes MxN, such as 65536x1024,1x4096 (default: from --n and "
+                        "--elements)")
     parser.add_argument("--n", type=lambda text: comma_list(text, positive_int),
-                        default=comma_list(DEFAULT_NS, int),
-                        help=f"row lengths (default {DEFAULT_NS})")
-    parser.add_argument("--elements", type=positive_int, default=1 << 26,
-                        help="elements per shape; M = elements // N (default 2^26)")
+                        help=f"row lengths, M = elements // N for each (default {DEFAULT_NS})")
+    parser.add_argument("--elements", type=positive_int,
+                        help="elements per shape with --n; M = elements // N (default 2^26)")
+    parser.add_argument("--row-stride", type=positive_int, metavar="S",
+                        help="elements from one row's start to the next, >= every N: x (and dy) "
+                        "are views x = storage[:, :N] of padded M x S storage; bytes counted are "
+                        "still M * N per tensor (default: contiguous rows)")
     parser.add_argument("--ops", type=choice_list(OPS), default=list(OPS),
                         help="layer_norm (weight + bias), rms_norm (weight); default both")
     parser.add_argument("--impls", type=choice_list(IMPLS), default=list(IMPLS),
@@ -91,20 +117,43 @@ def parse_args():
                         help="forward, backward (gradients of x, weight and bias), recompute "
                         f"(forward + backward); default {DEFAULT_PASSES}")
     parser.add_argument("--repeats", type=positive_int, default=50,
-                        help="timed graph replays (or event pairs) per shape; the median is "
-                        "reported (default 50)")
+                        help="timing samples (graph replays or event pairs) per shape; the "
+                        "median is reported (default 50)")
     parser.add_argument("--timing", choices=TIMINGS, default="auto",
-                        help="graph: CUDA-graph replays; events: CUDA events around back-to-back "
-                        "calls; auto (default): graph, and events for a row whose capture fails")
+                        help="graph: the calls captured into one CUDA graph, one replay per "
+                        "sample; events: one event pair around back-to-back calls per sample; "
+                        "auto (default): graph, and events for a row whose capture fails")
     parser.add_argument("--profile-calls", type=non_negative_int, default=20,
                         help="calls timed once more by the PyTorch profiler, for kernel_us "
                         "(GPU kernel time summed, as the anchors); 0 skips it (default 20)")
     parser.add_argument("--json", metavar="PATH", help="write the results as JSON to PATH")
     args = parser.parse_args()
-    too_long = [n for n in args.n if n > args.elements]
-    if too_long:
-        parser.error(f"--n {too_long[0]} exceeds --elements {args.elements}: no full row fits")
+    if args.shapes is not None:
+        if args.n is not None or args.elements is not None:
+            parser.error("--shapes excludes --n and --elements")
+        args.elements = None
+    else:
+        args.n = args.n if args.n is not None else comma_list(DEFAULT_NS, int)
+        args.elements = args.elements if args.elements is not None else DEFAULT_ELEMENTS
+        too_long = [n for n in args.n if n > args.elements]
+        if too_long:
+            parser.error(f"--n {too_long[0]} exceeds --elements {args.elements}: no full row fits")
+        args.shapes = [(args.elements // n, n) for n in args.n]
+    if args.row_stride is not None:
+        narrow = [(m, n) for m, n in args.shapes if n > args.row_stride]
+        if narrow:
+            m, n = narrow[0]
+            parser.error(f"--row-stride {args.row_stride} is less than N of shape {m}x{n}")
     return args
+
+
+def row_stride_for(args, n):
+    return args.row_stride if args.row_stride is not None else n
+
+
+def batch_calls(count):
+    """Calls per timing sample: whole passes over the `count` buffer sets, at least BATCH_CALLS."""
+    return count * -(-BATCH_CALLS // count)
 
 
 def median_and_min(starts, ends):
@@ -129,15 +178,17 @@ def warm_up(torch, unit, count, stream):
 def time_graph(torch, unit, count, repeats, stream):
     """Median and minimum microseconds per call of unit(i), from CUDA-graph replays.
 
-    One call per buffer set i (rotating through more memory than the L2 holds) is captured into
-    a graph once, on `stream`; for the backward that is the stream its autograd graph was
-    recorded on, so the autograd engine launches the backward kernels into the capture. Each
-    replay is timed with its own event pair and divided by the number of calls. Python dispatch
-    then cannot stretch the GPU time, which is what the anchors measured too (kernel time
-    summed by the profiler)."""
+    batch_calls(count) calls, rotating over the buffer sets i (through more memory than the L2
+    holds), are captured into a graph once, on `stream`; for the backward that is the stream its
+    autograd graph was recorded on, so the autograd engine launches the backward kernels into
+    the capture. Each replay is timed with its own event pair and divided by the number of
+    calls. Python dispatch then cannot stretch the GPU time, which is what the anchors measured
+    too (kernel time summed by the profiler)."""
+    calls = batch_calls(count)
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph, stream=stream):
-        outputs = [unit(i) for i in range(count)]  # kept alive: the graph writes into them
+        # kept alive: the graph writes into them
+        outputs = [unit(i % count) for i in range(calls)]
     graph.replay()
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(repeats)]
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(repeats)]
@@ -148,7 +199,7 @@ def time_graph(torch, unit, count, repeats, stream):
     torch.cuda.synchronize()
     del outputs, graph
     median_us, min_us = median_and_min(starts, ends)
-    return median_us / count, min_us / count
+    return median_us / calls, min_us / calls, calls
 
 
 _SLEEP_RATE = []  # cycles per microsecond of torch.cuda._sleep (None: no _sleep), measured once
@@ -173,11 +224,12 @@ def time_events(torch, unit, count, repeats, stream):
     """Median and minimum microseconds per call of unit(i), from CUDA events around
     back-to-back calls, for work that cannot be captured into a CUDA graph.
 
-    Each event pair encloses EVENT_CALLS calls (whole passes over the buffer sets). Before each
+    Each event pair encloses batch_calls(count) calls (whole passes over the buffer sets, at
+    least BATCH_CALLS), as many as a graph replay holds. Before each
     pair the GPU sleeps for twice as long as Python took to queue the previous batch, so the
     whole batch is queued before the GPU reaches the first event, and the calls run back to
     back without host gaps between them."""
-    calls = count * -(-EVENT_CALLS // count)
+    calls = batch_calls(count)
     rate = sleep_cycles_per_us(torch)
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(repeats)]
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(repeats)]
@@ -198,25 +250,28 @@ def time_events(torch, unit, count, repeats, stream):
             host_us = 1e6 * (time.perf_counter() - begin)
     torch.cuda.synchronize()
     median_us, min_us = median_and_min(starts, ends)
-    return median_us / calls, min_us / calls
+    return median_us / calls, min_us / calls, calls
 
 
 def time_unit(torch, args, unit, count, stream):
-    """Warm-up, then the timing fields of a row: "timing" ("graph" or "events"), median_us,
-    min_us, and "graph_error" where --timing auto fell back to events."""
+    """Warm-up, then the timing fields of a row: "timing" ("graph" or "events"),
+    launches_per_sample (calls per sample), median_us, min_us, and "graph_error" where --timing
+    auto fell back to events."""
     warm_up(torch, unit, count, stream)
     fallback = None
     if args.timing != "events":
         try:
-            median_us, min_us = time_graph(torch, unit, count, args.repeats, stream)
-            return {"timing": "graph", "median_us": median_us, "min_us": min_us}
+            median_us, min_us, calls = time_graph(torch, unit, count, args.repeats, stream)
+            return {"timing": "graph", "launches_per_sample": calls, "median_us": median_us,
+                    "min_us": min_us}
         except Exception as error:
             if args.timing == "graph":
                 raise
             fallback = describe(error)
             torch.cuda.synchronize()
-    median_us, min_us = time_events(torch, unit, count, args.repeats, stream)
-    fields = {"timing": "events", "median_us": median_us, "min_us": min_us}
+    median_us, min_us, calls = time_events(torch, unit, count, args.repeats, stream)
+    fields = {"timing": "events", "launches_per_sample": calls, "median_us": median_us,
+              "min_us": min_us}
     if fallback is not None:
         fields["graph_error"] = fallback
     return fields
@@ -319,19 +374,30 @@ def pass_tensors(pass_name):
     return 2 if pass_name == "forward" else 3
 
 
-def make_slots(torch, pass_name, m, n, dtype, l2_bytes):
+def rows(torch, m, n, stride, dtype, low, high):
+    """An M x N tensor of values uniform in [low, high): contiguous when stride == N, else the
+    view storage[:, :N] of an M x stride storage (a leaf, detached from the storage's graph)."""
+    if stride == n:
+        return torch.empty(m, n, dtype=dtype, device="cuda").uniform_(low, high)
+    storage = torch.zeros(m, stride, dtype=dtype, device="cuda")
+    storage[:, :n].uniform_(low, high)
+    return storage[:, :n].detach()
+
+
+def make_slots(torch, pass_name, m, n, stride, dtype, l2_bytes):
     """The buffer sets the calls rotate over: (x,) for the forward, (x, dy) with x a leaf that
-    requires grad otherwise. At least two, and more until one pass over them exceeds twice the
-    L2, so every call reads its inputs from DRAM."""
+    requires grad otherwise; rows `stride` elements apart. At least two, and more until one pass
+    over them exceeds twice the L2 (so every call reads its inputs from DRAM), at most
+    MAX_BUFFER_SETS."""
     set_bytes = pass_tensors(pass_name) * m * n * dtype.itemsize
-    sets = max(2, 2 * l2_bytes // set_bytes + 1)
+    sets = min(max(2, 2 * l2_bytes // set_bytes + 1), MAX_BUFFER_SETS)
     slots = []
     for _ in range(sets):
-        x = torch.empty(m, n, dtype=dtype, device="cuda").uniform_(-2.0, 2.5)
+        x = rows(torch, m, n, stride, dtype, -2.0, 2.5)
         if pass_name == "forward":
             slots.append((x,))
         else:
-            slots.append((x.requires_grad_(), torch.empty_like(x).uniform_(-1.0, 1.0)))
+            slots.append((x.requires_grad_(), rows(torch, m, n, stride, dtype, -1.0, 1.0)))
     return slots
 
 
@@ -372,9 +438,16 @@ def check_gradients(torch, eager, function, slot, params, tolerance):
             raise AssertionError(f"{name}: {error}") from None
 
 
+def output_row_stride(result):
+    """The row stride of what one call returns: y, or dx for the backward passes."""
+    tensor = result if not isinstance(result, (tuple, list)) else result[0]
+    return tensor.stride(0)
+
+
 def run_row(torch, args, op, pass_name, impl, n, slots, params, functions, stream, ceiling_tbps):
     x = slots[0][0]
-    row = {"op": op, "pass": pass_name, "impl": impl, "n": n, "m": x.shape[0],
+    row = {"op": op, "pass": pass_name, "impl": impl, "m": x.shape[0], "n": n,
+           "row_stride": row_stride_for(args, n),
            "bytes": pass_tensors(pass_name) * x.numel() * x.element_size(),
            "buffer_sets": len(slots)}
     try:
@@ -394,6 +467,11 @@ def run_row(torch, args, op, pass_name, impl, n, slots, params, functions, strea
                 outputs = [function(slot[0], *params) for slot in slots]
         unit = make_unit(torch, pass_name, function, params, slots, outputs)
         row.update(time_unit(torch, args, unit, len(slots), stream))
+        # What PyTorch returns for a padded x (eager LayerNorm copies x to contiguous rows).
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):
+            row["output_row_stride"] = output_row_stride(unit(0))
+        torch.cuda.current_stream().wait_stream(stream)
         row["tbps"] = row["bytes"] / row["median_us"] / 1e6
         row["percent_of_ceiling"] = 100.0 * row["tbps"] / ceiling_tbps
         if args.profile_calls:
@@ -407,19 +485,21 @@ def run_row(torch, args, op, pass_name, impl, n, slots, params, functions, strea
     return row
 
 
-HEADER = (f"{'op':<12}{'pass':<11}{'impl':<9}{'N':>8}{'M':>9}{'us':>10}{'TB/s':>8}{'%ceil':>8}"
-          f"{'kernel us':>11}  timing")
+HEADER = (f"{'op':<12}{'pass':<11}{'impl':<9}{'M':>10}{'N':>8}{'stride':>8}{'us':>10}{'TB/s':>8}"
+          f"{'%ceil':>8}{'kernel us':>11}  timing")
 
 
 def print_row(row):
-    where = f"{row['op']} {row['pass']} {row['impl']} N={row['n']}"
-    prefix = f"{row['op']:<12}{row['pass']:<11}{row['impl']:<9}{row['n']:>8}{row['m']:>9}"
+    where = (f"{row['op']} {row['pass']} {row['impl']} {row['m']}x{row['n']} "
+             f"stride {row['row_stride']}")
+    prefix = (f"{row['op']:<12}{row['pass']:<11}{row['impl']:<9}{row['m']:>10}{row['n']:>8}"
+              f"{row['row_stride']:>8}")
     if "error" in row:
         print(f"{prefix}  FAILED", flush=True)
         print(f"torch_compare: {where}: {row['error']}", file=sys.stderr)
         return
     kernel = f"{row['kernel_us']:.1f}" if "kernel_us" in row else "-"
-    print(f"{prefix}{row['median_us']:>10.1f}{row['tbps']:>8.2f}{row['percent_of_ceiling']:>8.1f}"
+    print(f"{prefix}{row['median_us']:>10.2f}{row['tbps']:>8.2f}{row['percent_of_ceiling']:>8.1f}"
           f"{kernel:>11}  {row['timing']}", flush=True)
     if "graph_error" in row:
         print(f"torch_compare: {where}: timed with events, the CUDA-graph capture failed: "
@@ -454,7 +534,9 @@ def main():
     donated_buffer = (keep_saved_tensors()
                       if any(name != "forward" for name in args.passes) else None)
     print(f"device: {properties.name}, torch {torch.__version__}, triton {triton_version}\n"
-          f"dtype {args.dtype}, M * N <= {args.elements}, passes {','.join(args.passes)}, "
+          f"dtype {args.dtype}, {len(args.shapes)} shapes"
+          f"{f', row stride {args.row_stride}' if args.row_stride is not None else ''}, "
+          f"passes {','.join(args.passes)}, "
           f"median of {args.repeats} timings, --timing {args.timing}\n"
           f"bytes: forward x read + y written; backward and recompute x and dy read + dx written\n"
           f"copy ceiling: {ceiling['tbps']:.2f} TB/s (Tensor.copy_ of 2 GiB, "
@@ -464,14 +546,14 @@ def main():
     rows = []
     stream = torch.cuda.Stream()  # warm-ups, captures and the backward's forward run on it
     for op in args.ops:
-        for n in args.n:
-            m = args.elements // n
+        for m, n in args.shapes:
             params = make_params(torch, op, n, dtype)
             functions = function_source(torch, F, op)
             for pass_name in args.passes:
                 training = pass_name != "forward"
                 with torch.set_grad_enabled(training):
-                    slots = make_slots(torch, pass_name, m, n, dtype, l2_bytes)
+                    slots = make_slots(torch, pass_name, m, n, row_stride_for(args, n), dtype,
+                                       l2_bytes)
                     pass_params = ([param.detach().requires_grad_() for param in params]
                                    if training else params)
                     for impl in args.impls:
@@ -492,6 +574,8 @@ def main():
             "l2_bytes": l2_bytes,
             "dtype": args.dtype,
             "elements": args.elements,
+            "shapes": [f"{m}x{n}" for m, n in args.shapes],
+            "row_stride": args.row_stride,
             "eps": EPS,
             "repeats": args.repeats,
             "passes": args.passes,
