@@ -28,6 +28,7 @@ struct DumpOptions {
   std::string kernel, dtype = "bf16", n = "4096";
   std::string threads_per_row, rows_per_cta, vec, storage, ctas_per_row = "1", arch;
   bool source_only = false, ir_only = false, backward = false, recompute = false;
+  bool misaligned = false;
 };
 
 int dump(const std::vector<std::string>& args) {
@@ -68,6 +69,9 @@ int dump(const std::vector<std::string>& args) {
   app.add_flag("--recompute", o.recompute,
                "with --backward: recompute the statistics from x instead of reading them")
       ->needs(backward);
+  app.add_flag("--misaligned", o.misaligned,
+               "the kernel for rows that may start misaligned (alignment peeling: a scalar head, "
+               "aligned vectors, a scalar tail); not for kernels that sum across rows");
   cli::parse(app, args);
 
   const tn::DTypeChoice dtype = cli::parse_dtype_choice("--dtype", o.dtype);
@@ -85,7 +89,7 @@ int dump(const std::vector<std::string>& args) {
       tn::lower(o.backward ? tn::backward(forward, {o.recompute ? tn::StatisticsMode::recompute
                                                                 : tn::StatisticsMode::saved})
                            : forward);
-  tn::KernelSpec spec{dtype.io, dtype.param, n, {}};
+  tn::KernelSpec spec{dtype.io, dtype.param, n, {}, o.misaligned};
   if (overrides == 4) {
     spec.config = {
         static_cast<int>(cli::parse_integer("--threads-per-row", o.threads_per_row, 1, kMaxKnob)),
@@ -101,7 +105,8 @@ int dump(const std::vector<std::string>& args) {
         break;
       }
     }
-    spec.config = tn::heuristic_config(lowered, spec.io_dtype, spec.param_dtype, n, limits);
+    spec.config =
+        tn::heuristic_config(lowered, spec.io_dtype, spec.param_dtype, n, limits, 0, o.misaligned);
   }
   // Generated before anything is printed, so that a configuration codegen rejects prints nothing.
   const std::optional<tn::GeneratedKernel> generated =

@@ -72,7 +72,8 @@ struct Context {
   DType param_dtype;
   std::int64_t n;
   DeviceLimits limits;
-  int aligned_vec;
+  int aligned_vec;  // the widest vec the launches will use (peeled where rows misalign)
+  bool peel_rows;   // contiguous rows of N misalign for aligned_vec: the kernels are peeled
 };
 
 std::int64_t ceil_div(std::int64_t a, std::int64_t b) {
@@ -83,7 +84,8 @@ std::optional<PrunedCandidate> prune(const Context& context, const KernelConfig&
   auto pruned = [&](PruneRule rule, std::string reason) {
     return std::optional<PrunedCandidate>(PrunedCandidate{config, rule, std::move(reason)});
   };
-  const KernelSpec spec{context.io_dtype, context.param_dtype, context.n, config};
+  KernelSpec spec{context.io_dtype, context.param_dtype, context.n, config};
+  spec.peel_rows = context.peel_rows;
   if (auto problem = config_problem(context.program, spec)) {
     return pruned(PruneRule::invalid_config, *problem);
   }
@@ -250,15 +252,26 @@ int widest_row_aligned_vec(DType io_dtype, DType param_dtype, std::int64_t n) {
 SearchSpace explore_search_space(const LoweredProgram& program, DType io_dtype, DType param_dtype,
                                  std::int64_t n, const DeviceLimits& limits) {
   if (n < 1) throw Error("search space: N must be at least 1, got " + std::to_string(n));
-  const Context context{program, io_dtype, param_dtype,
-                        n,       limits,   widest_row_aligned_vec(io_dtype, param_dtype, n)};
+  // Kernels that are not persistent peel misaligned rows (alignment peeling), so contiguous
+  // rows of any N keep the widest vector; persistent ones narrow it to what N aligns to.
+  const int row_aligned = widest_row_aligned_vec(io_dtype, param_dtype, n);
+  const bool can_peel = !plan_kernels(program).persistent;
+  const int widest = widest_vec(io_dtype, param_dtype);
+  const Context context{program,
+                        io_dtype,
+                        param_dtype,
+                        n,
+                        limits,
+                        can_peel ? widest : row_aligned,
+                        can_peel && row_aligned < widest};
   SearchSpace space;
   for (const KernelConfig& config :
        cartesian_product<KernelConfig>(search_domains(io_dtype, param_dtype))) {
     if (auto pruned = prune(context, config)) {
       space.pruned.push_back(std::move(*pruned));
     } else {
-      const KernelSpec spec{io_dtype, param_dtype, n, config};
+      KernelSpec spec{io_dtype, param_dtype, n, config};
+      spec.peel_rows = context.peel_rows;
       space.candidates.push_back({config, dynamic_shared_memory_bytes(program, spec)});
     }
   }

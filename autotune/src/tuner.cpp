@@ -235,8 +235,11 @@ std::vector<std::optional<std::string>> compile_all(const LoweredProgram& progra
   std::atomic<std::size_t> next{0};
   auto work = [&] {
     for (std::size_t i = next++; i < configs.size(); i = next++) {
-      problems[i] =
-          compile_problem(program, {shape.io_dtype, shape.param_dtype, shape.n, configs[i]}, arch);
+      // Contiguous rows of N misalign for a vec that does not divide N: the runtime launches
+      // the peeled kernel then, so that is the one to compile.
+      KernelSpec spec{shape.io_dtype, shape.param_dtype, shape.n, configs[i]};
+      spec.peel_rows = shape.n % configs[i].vec != 0;
+      problems[i] = compile_problem(program, spec, arch);
       progress.step(stage);
     }
   };

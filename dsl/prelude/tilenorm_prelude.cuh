@@ -181,6 +181,144 @@ __device__ __forceinline__ void store_chunk(T* row, int col0, const float (&in)[
   }
 }
 
+// ---- Peeled rows (KernelSpec::peel_rows). A row may start at any element, so the kernel
+// shifts its chunks left by the row's misalignment: col0 is negative for the head chunk, may
+// run past N for the tail chunk, and is V-aligned in memory for all of them. A chunk inside
+// [0, N) moves as one vector; the head and the tail move element by element and touch nothing
+// outside [0, N). Columns outside the row read as 0.
+template <int V, int N>
+__device__ __forceinline__ bool chunk_inside(int col0) {
+  return col0 >= 0 && col0 + V <= N;
+}
+
+template <class T, int V, int N>
+__device__ __forceinline__ typename RawVector<sizeof(T) * V>::type fetch_chunk_peeled(const T* row,
+                                                                                      int col0) {
+  Chunk<T, V> c;
+  if (chunk_inside<V, N>(col0)) {
+    c.raw = *reinterpret_cast<const typename RawVector<sizeof(T) * V>::type*>(row + col0);
+  } else {
+#pragma unroll
+    for (int v = 0; v < V; ++v) {
+      const int col = col0 + v;
+      c.element[v] = col >= 0 && col < N ? row[col] : from_float<T>(0.0f);
+    }
+  }
+  return c.raw;
+}
+
+template <class T, int V, int N>
+__device__ __forceinline__ void load_chunk_peeled(const T* row, int col0, float (&out)[V]) {
+  unpack_chunk<T, V>(fetch_chunk_peeled<T, V, N>(row, col0), out);
+}
+
+// As load_chunk_peeled, and also keeps the whole chunk (zeros outside the row) at `stash`, the
+// chunk's own V-aligned place in the shared-memory stash.
+template <class T, int V, int N>
+__device__ __forceinline__ void load_chunk_and_stash_peeled(const T* row, T* stash, int col0,
+                                                            float (&out)[V]) {
+  typedef typename RawVector<sizeof(T) * V>::type Raw;
+  const Raw raw = fetch_chunk_peeled<T, V, N>(row, col0);
+  *reinterpret_cast<Raw*>(stash) = raw;
+  unpack_chunk<T, V>(raw, out);
+}
+
+// A chunk that load_chunk_and_stash_peeled kept at `stash`.
+template <class T, int V>
+__device__ __forceinline__ void load_stashed_chunk(const T* stash, float (&out)[V]) {
+  unpack_chunk<T, V>(*reinterpret_cast<const typename RawVector<sizeof(T) * V>::type*>(stash), out);
+}
+
+// Stores the elements of the chunk at col0 that lie in [0, N).
+template <class T, int V, int N>
+__device__ __forceinline__ void store_chunk_peeled(T* row, int col0, const float (&in)[V]) {
+  Chunk<T, V> c;
+#pragma unroll
+  for (int v = 0; v < V; ++v) c.element[v] = from_float<T>(in[v]);
+  if (chunk_inside<V, N>(col0)) {
+    *reinterpret_cast<typename RawVector<sizeof(T) * V>::type*>(row + col0) = c.raw;
+  } else {
+#pragma unroll
+    for (int v = 0; v < V; ++v) {
+      const int col = col0 + v;
+      if (col >= 0 && col < N) row[col] = c.element[v];
+    }
+  }
+}
+
+// The sizeof(Raw) bytes that start `shift` bytes into the pair lo, hi (lo at the lower
+// address): a barrel shifter over 32-bit words (selects), then one funnel shift per word for
+// the bytes within a word. Nothing is indexed at run time, which would put the words in local
+// memory.
+template <class Raw>
+__device__ __forceinline__ Raw funnel_bytes(Raw lo, Raw hi, int shift) {
+  constexpr int W = sizeof(Raw) / 4;
+  union Words {
+    Raw raw;
+    u32 w[W];
+  };
+  Words a, b, r;
+  a.raw = lo;
+  b.raw = hi;
+  u32 w[2 * W];
+#pragma unroll
+  for (int k = 0; k < W; ++k) {
+    w[k] = a.w[k];
+    w[W + k] = b.w[k];
+  }
+  const int word = shift / 4;  // < W
+#pragma unroll
+  for (int step = W / 2; step >= 1; step /= 2) {
+#pragma unroll
+    for (int k = 0; k + step < 2 * W; ++k) w[k] = (word & step) != 0 ? w[k + step] : w[k];
+  }
+  const unsigned bits = static_cast<unsigned>(shift % 4) * 8;
+#pragma unroll
+  for (int j = 0; j < W; ++j)
+    r.w[j] = static_cast<u32>(((static_cast<unsigned long long>(w[j + 1]) << 32) | w[j]) >> bits);
+  return r.raw;
+}
+// A 16-bit chunk is one element, always aligned.
+__device__ __forceinline__ u16 funnel_bytes(u16 lo, u16, int) {
+  return lo;
+}
+
+// Elements [col0, col0 + V) of a column parameter (contiguous [N], any element alignment) for
+// a peeled row, whose shifted chunks are generally not aligned in the parameter (the row's
+// shift changes from row to row). The two aligned vectors around the chunk are loaded and the
+// chunk is extracted with selects and funnel shifts: 2 vector loads instead of V scalar loads,
+// each of which would touch as many cache lines as the row's own vector load. The second
+// vector is loaded also when the chunk happens to be aligned, and the vectors at the ends of
+// the parameter are assembled element by element (nothing outside [0, N) is touched; columns
+// outside it read as 0) before the same extraction: one path after the loads keeps the
+// unrolled passes within their registers, where a conditional load or a separate element-wise
+// path made ptxas spill.
+template <class T, int V, int N>
+__device__ __forceinline__ void load_column_chunk_peeled(const T* column, int col0,
+                                                         float (&out)[V]) {
+  // Elements of the aligned vector holding column col0 that come before it.
+  const int lead =
+      static_cast<int>((reinterpret_cast<unsigned long long>(column) / sizeof(T) +
+                        static_cast<unsigned long long>(static_cast<long long>(col0))) %
+                       V);
+  const int base = col0 - lead;  // the column that aligned vector starts at
+  Chunk<T, V> lo, hi;
+  if (base >= 0 && base + 2 * V <= N) {
+    const typename RawVector<sizeof(T)* V>::type* vectors =
+        reinterpret_cast<const typename RawVector<sizeof(T) * V>::type*>(column + base);
+    lo.raw = vectors[0];
+    hi.raw = vectors[1];
+  } else {
+#pragma unroll
+    for (int v = 0; v < V; ++v) {
+      const int low = base + v, high = base + V + v;
+      lo.element[v] = low >= 0 && low < N ? column[low] : from_float<T>(0.0f);
+      hi.element[v] = high >= 0 && high < N ? column[high] : from_float<T>(0.0f);
+    }
+  }
+  unpack_chunk<T, V>(funnel_bytes(lo.raw, hi.raw, lead * static_cast<int>(sizeof(T))), out);
+}
+
 // ---- Reductions.
 enum ReduceOp { kSum = 0, kMax = 1, kMin = 2 };
 

@@ -74,12 +74,15 @@ int widest_vec(DType io_dtype, DType param_dtype) {
 }
 
 KernelConfig heuristic_config(const LoweredProgram& program, DType io_dtype, DType param_dtype,
-                              std::int64_t n, const DeviceLimits& limits, int max_vec) {
+                              std::int64_t n, const DeviceLimits& limits, int max_vec,
+                              bool peel_rows) {
   const int widest = widest_vec(io_dtype, param_dtype);
   const int vec = max_vec > 0 ? std::min(widest, max_vec) : widest;
+  // Sized by the row's vectors; a peeled row may take one more (a head and a tail), which the
+  // checks below count.
   const std::int64_t chunks = (n + vec - 1) / vec;
   auto fits = [&](const KernelConfig& config) {
-    const KernelSpec spec{io_dtype, param_dtype, n, config};
+    const KernelSpec spec{io_dtype, param_dtype, n, config, peel_rows};
     return !config_problem(program, spec) &&
            dynamic_shared_memory_bytes(program, spec) <= limits.shared_memory_per_block;
   };

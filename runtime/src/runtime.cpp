@@ -12,6 +12,7 @@
 
 #include "tilenorm/dsl/error.hpp"
 #include "tilenorm/dsl/reflect.hpp"
+#include "tilenorm/runtime/alignment.hpp"
 #include "tilenorm/runtime/disk_cache.hpp"
 #include "tilenorm/runtime/driver.hpp"
 #include "tilenorm/runtime/heuristics.hpp"
@@ -85,7 +86,14 @@ struct LaunchShape {
   DType param_dtype = DType::bf16;
   std::int64_t rows = 0;
   std::int64_t cols = 0;
-  int max_vec = 1;  // widest vector the pointers' and strides' alignment allows
+  int max_vec = 1;   // widest vector the pointers' and strides' alignment allows
+  int peel_vec = 1;  // widest vector with alignment peeling (>= max_vec; see peel_rows())
+  // Whether a launch with `config` peels its rows: its vectors are wider than the alignment
+  // allows, and peeling makes up the difference.
+  bool peel_rows(const KernelConfig& config) const { return config.vec > max_vec; }
+  KernelSpec spec(const KernelConfig& config) const {
+    return {io_dtype, param_dtype, cols, config, peel_rows(config)};
+  }
 };
 
 struct LaunchKey {
@@ -94,10 +102,12 @@ struct LaunchKey {
   std::int64_t n;
   std::int64_t m_bucket;
   int max_vec;
+  int peel_vec;
   std::optional<KernelConfig> forced;
   bool operator==(const LaunchKey& o) const {
     return io_dtype == o.io_dtype && param_dtype == o.param_dtype && n == o.n &&
-           m_bucket == o.m_bucket && max_vec == o.max_vec && forced == o.forced;
+           m_bucket == o.m_bucket && max_vec == o.max_vec && peel_vec == o.peel_vec &&
+           forced == o.forced;
   }
 };
 
@@ -106,7 +116,7 @@ struct LaunchKeyHash {
     std::size_t h = std::hash<std::int64_t>()(k.n) ^ (std::hash<std::int64_t>()(k.m_bucket) << 1);
     h ^= (static_cast<std::size_t>(k.io_dtype) << 3) ^
          (static_cast<std::size_t>(k.param_dtype) << 5) ^
-         (static_cast<std::size_t>(k.max_vec) << 7);
+         (static_cast<std::size_t>(k.max_vec) << 7) ^ (static_cast<std::size_t>(k.peel_vec) << 12);
     if (k.forced) {
       h ^= std::hash<int>()(k.forced->threads_per_row * 131 + k.forced->rows_per_cta * 17 +
                             k.forced->vec * 3 + k.forced->row_storage);
@@ -294,6 +304,10 @@ struct Norm::State {
     if (shape.cols < 1)
       fail(first_label + " has cols " + std::to_string(shape.cols) + "; need at least 1");
     const bool empty = shape.rows == 0;
+    // The row tensors' placements, for alignment peeling. A program with more row tensors than
+    // this has more kernel parameters than a launch takes (it fails below).
+    std::array<RowPlacement, kMaxKernelParams / 2> placements;
+    std::size_t row_tensors = 0;
     int max_vec = 16;
     auto narrow_vec = [&max_vec](std::uintptr_t address_or_bytes, std::size_t element) {
       while (max_vec > 1 && address_or_bytes % (max_vec * element) != 0) max_vec /= 2;
@@ -334,6 +348,9 @@ struct Norm::State {
           check_pointer(t.data, size, what);
           narrow_vec(reinterpret_cast<std::uintptr_t>(t.data), size);
           narrow_vec(static_cast<std::uintptr_t>(t.row_stride) * size, size);
+          if (row_tensors < placements.size())
+            placements[row_tensors++] = {reinterpret_cast<std::uintptr_t>(t.data), size,
+                                         t.row_stride};
           break;
         }
         case ir::Shape::column: {
@@ -364,20 +381,32 @@ struct Norm::State {
           break;
       }
     }
-    shape.max_vec = std::min(max_vec, widest_vec(shape.io_dtype, shape.param_dtype));
+    const int widest = widest_vec(shape.io_dtype, shape.param_dtype);
+    shape.max_vec = std::min(max_vec, widest);
+    // Alignment peeling: rows that start misaligned (N not a multiple of the vector width with
+    // contiguous rows, an odd row stride, an offset base pointer) keep wide vectors when every
+    // row tensor is misaligned alike; column parameters are read at any alignment then.
+    // Persistent kernels (programs that sum across rows) keep the narrowed vec: each thread's
+    // column partial sums assume the same columns in its registers in every row, which a
+    // per-row shift would break.
+    shape.peel_vec = plan.persistent
+                         ? shape.max_vec
+                         : std::max(shape.max_vec,
+                                    peel_vec({placements.data(), row_tensors}, shape.rows, widest));
     return shape;
   }
 
   ResolvedConfig resolve(const LaunchShape& shape) const {
     const Runtime::Impl& rt = *runtime;
     auto usable = [&](const KernelConfig& config) {
-      const KernelSpec spec{shape.io_dtype, shape.param_dtype, shape.cols, config};
+      const KernelSpec spec = shape.spec(config);
       return !config_problem(lowered, spec) &&
              dynamic_shared_memory_bytes(lowered, spec) <= rt.limits.shared_memory_per_block &&
              (config.ctas_per_row == 1 || rt.limits.clusters);
     };
+    // A tuned vec wider than the launch allows (with peeling where the kernel can peel).
     auto narrowed = [&](KernelConfig config) {
-      config.vec = std::min(config.vec, shape.max_vec);
+      config.vec = std::min(config.vec, shape.peel_vec);
       return config;
     };
     if (rt.options.use_tuning_database) {
@@ -388,18 +417,20 @@ struct Norm::State {
           const KernelConfig config = narrowed(
               reflect::from_json<KernelConfig>(found.entry->config, "tuning entry config"));
           if (usable(config)) {
-            return {config, found.source == TuningLookup::Source::exact
-                                ? ConfigSource::tuned_exact
-                                : ConfigSource::tuned_nearest_m};
+            return {config,
+                    found.source == TuningLookup::Source::exact ? ConfigSource::tuned_exact
+                                                                : ConfigSource::tuned_nearest_m,
+                    shape.peel_rows(config)};
           }
         } catch (const Error& e) {
           warn(program.name + ": ignoring a tuning entry: " + e.what());
         }
       }
     }
-    return {heuristic_config(lowered, shape.io_dtype, shape.param_dtype, shape.cols, rt.limits,
-                             shape.max_vec),
-            ConfigSource::heuristic};
+    const KernelConfig config =
+        heuristic_config(lowered, shape.io_dtype, shape.param_dtype, shape.cols, rt.limits,
+                         shape.peel_vec, shape.peel_vec > shape.max_vec);
+    return {config, ConfigSource::heuristic, shape.peel_rows(config)};
   }
 
   TuningKey key(DType io, DType param, std::int64_t n, std::int64_t rows) const {
@@ -410,10 +441,13 @@ struct Norm::State {
   }
 
   const LoadedKernel& kernel_for(const LaunchShape& shape, const KernelConfig* forced) const {
-    const LaunchKey key{
-        shape.io_dtype, shape.param_dtype,
-        shape.cols,     m_bucket(shape.rows),
-        shape.max_vec,  forced ? std::optional<KernelConfig>(*forced) : std::nullopt};
+    const LaunchKey key{shape.io_dtype,
+                        shape.param_dtype,
+                        shape.cols,
+                        m_bucket(shape.rows),
+                        shape.max_vec,
+                        shape.peel_vec,
+                        forced ? std::optional<KernelConfig>(*forced) : std::nullopt};
     {
       std::shared_lock lock(mutex);
       if (auto it = kernels.find(key); it != kernels.end()) return it->second;
@@ -423,16 +457,19 @@ struct Norm::State {
     LoadedKernel loaded;
     if (forced) {
       KernelConfig config = *forced;
-      if (config.vec > shape.max_vec) {
+      if (config.vec > shape.peel_vec) {
         fail("the requested vec " + std::to_string(config.vec) + " needs " +
              std::to_string(config.vec * dtype_size(shape.io_dtype)) +
-             "-byte alignment, which these pointers or strides do not have");
+             "-byte alignment, which these pointers or strides do not have" +
+             (plan.persistent ? std::string()
+                              : " (nor do the row tensors share one misalignment, which "
+                                "alignment peeling would need)"));
       }
-      loaded.resolved = {config, ConfigSource::explicit_config};
+      loaded.resolved = {config, ConfigSource::explicit_config, shape.peel_rows(config)};
     } else {
       loaded.resolved = resolve(shape);
     }
-    const KernelSpec spec{shape.io_dtype, shape.param_dtype, shape.cols, loaded.resolved.config};
+    const KernelSpec spec = shape.spec(loaded.resolved.config);
     if (spec.config.ctas_per_row > 1 && !runtime->limits.clusters) {
       fail("configuration " + spec.config.describe() +
            " splits rows across a thread-block cluster, which needs sm_90 or later; this device "

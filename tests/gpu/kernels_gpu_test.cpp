@@ -28,8 +28,12 @@ struct Layout {
   std::int64_t extra_row_stride;
   std::int64_t element_offset;
 };
-// Strided rows keep 16-byte alignment; the offset layout makes 16-byte vectors impossible.
-const Layout kLayouts[] = {{"contiguous", 0, 0}, {"strided", 24, 0}, {"offset", 3, 1}};
+// Strided rows keep 16-byte alignment (for N a multiple of 8). An odd row stride, and a base
+// pointer one element in with a stride of N + 3, make rows start misaligned: those launches
+// peel their rows (a scalar head and tail around aligned vectors) and keep the widest vector,
+// as do contiguous rows whose N is not a multiple of the vector width.
+const Layout kLayouts[] = {
+    {"contiguous", 0, 0}, {"strided", 24, 0}, {"odd stride", 1, 0}, {"offset", 3, 1}};
 
 bool quick() {
   const char* mode = std::getenv("TILENORM_GPU_TESTS");
@@ -43,17 +47,22 @@ tilenorm::Runtime& shared_runtime() {
 }
 
 // Compiles every kernel the matrix will need in parallel through the disk cache, so the
-// serial launches below only load CUBINs.
+// serial launches below only load CUBINs: for aligned rows, and for rows that start
+// misaligned (peeled, or with vec 1 for a persistent program, which cannot peel).
 void warm_compile_cache(const tilenorm::ir::Program& program, const std::vector<DType>& dtypes) {
   const tilenorm::LoweredProgram lowered = tilenorm::lower(program);
   const std::string arch = shared_runtime().arch();
   const tilenorm::DeviceLimits limits = tilenorm::device_limits(tilenorm::driver::device_info(0));
+  const bool persistent = tilenorm::plan_kernels(lowered).persistent;
   std::vector<std::future<void>> jobs;
   for (DType dtype : dtypes) {
     for (std::int64_t n : kRowLengths) {
-      for (int max_vec : {0, 1}) {
+      for (bool misaligned : {false, true}) {
+        const bool peel = misaligned && !persistent;
+        const int max_vec = misaligned && persistent ? 1 : 0;
         const tilenorm::KernelSpec spec{
-            dtype, dtype, n, tilenorm::heuristic_config(lowered, dtype, dtype, n, limits, max_vec)};
+            dtype, dtype, n,
+            tilenorm::heuristic_config(lowered, dtype, dtype, n, limits, max_vec, peel), peel};
         jobs.push_back(std::async(std::launch::async, [&lowered, spec, &arch] {
           tilenorm::build_kernel(lowered, spec, arch);
         }));
@@ -96,8 +105,14 @@ void check_program(const tilenorm::ir::Program& program) {
           if (m > 0) {
             CHECK(report.ok());
           }
-          if (std::string(layout.name) == "offset" && m > 0) {
-            CHECK(report.used.config.vec == 1);  // the narrower-vector fallback was taken
+          if (m > 0) {
+            // Rows that start misaligned are peeled and keep the widest vector: no launch
+            // falls back to narrower vectors.
+            const int widest = tilenorm::widest_vec(dtype, dtype);
+            const bool misaligned =
+                layout.element_offset % widest != 0 || (n + layout.extra_row_stride) % widest != 0;
+            CHECK(report.used.config.vec == widest);
+            CHECK(report.used.peel_rows == misaligned);
           }
           ++checked;
         }
@@ -131,7 +146,8 @@ TEST_CASE("the Gemma RMSNorm example matches the interpreter") {
 TEST_CASE("every row storage mode gives the same results") {
   const tilenorm::Norm& norm = tilenorm::kernels::builtin(shared_runtime(), "layer_norm");
   for (int storage = 0; storage <= 2; ++storage) {
-    for (std::int64_t n : {1000, 5120}) {
+    // 5121: rows start misaligned, so vec 8 is a peeled kernel.
+    for (std::int64_t n : {1000, 5120, 5121}) {
       CAPTURE(storage);
       CAPTURE(n);
       const tilenorm::KernelConfig config{256, 1, 8, storage, 1};

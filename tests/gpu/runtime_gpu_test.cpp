@@ -1,10 +1,12 @@
 // Launch-path behaviour on a real GPU: argument validation (nothing launched, nothing
-// written), M = 0, CUDA graph capture, the disk cache's warm start, and tuned configurations.
+// written), alignment peeling, M = 0, CUDA graph capture, the disk cache's warm start, and
+// tuned configurations.
 #include <doctest/doctest.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -118,6 +120,77 @@ TEST_CASE("bad launch arguments are rejected by name and nothing is written") {
       "layer_norm: a bias needs a weight (pass both, the weight alone, or neither)",
       tilenorm::Error);
   CHECK(b.y_untouched());
+}
+
+TEST_CASE("rows misaligned alike are peeled with the widest vector; unlike, vec narrows") {
+  driver::ScopedContext scope(driver::primary_context(0));
+  const tilenorm::Norm& norm = tilenorm::kernels::builtin(runtime(), "rms_norm");
+  RmsBuffers b(32, 256);
+  auto resolve = [&](const tilenorm::TensorView& x, const tilenorm::TensorView& y,
+                     const tilenorm::ColumnView& w) {
+    return norm.resolve(tilenorm::bind_args(
+        norm.program(),
+        {{"x", x}, {"eps", 1e-5f}, {"rstd", tilenorm::RowStatView{}}, {"weight", w}, {"y", y}}));
+  };
+  auto moved = [&](tilenorm::TensorView view, const driver::DeviceBuffer& buffer,
+                   std::size_t elements) {
+    view.data = b.at(buffer, 2 * elements);
+    return view;
+  };
+  const auto x = b.x_view(), y = b.y_view();
+  const auto w = b.w_view();
+  struct Case {
+    const char* what;
+    tilenorm::TensorView x, y;
+    tilenorm::ColumnView w;
+    int vec;
+    bool peeled;
+  };
+  auto strided = [](tilenorm::TensorView view) {
+    view.row_stride = 257;  // odd: every row starts one element later modulo 8
+    return view;
+  };
+  const Case cases[] = {
+      {"aligned", x, y, w, 8, false},
+      {"x and y one element in", moved(x, b.x, 1), moved(y, b.y, 1), w, 8, true},
+      {"x 9 and y 1 element in", moved(x, b.x, 9), moved(y, b.y, 1), w, 8, true},
+      {"odd row stride", strided(x), strided(y), w, 8, true},
+      {"weight one element in", x, y, {b.at(b.w, 2), DType::bf16, 256}, 8, true},
+      {"x one, y three elements in", moved(x, b.x, 1), moved(y, b.y, 3), w, 2, true},
+      {"x one element in, y aligned", moved(x, b.x, 1), y, w, 1, false},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.what);
+    const tilenorm::ResolvedConfig resolved = resolve(c.x, c.y, c.w);
+    CHECK(resolved.config.vec == c.vec);
+    CHECK(resolved.peel_rows == c.peeled);
+  }
+  // A peeled launch computes what the aligned one does: the same rows, one element in.
+  const auto values = tilenorm::random_values(32 * 256, 5, -2, 2, DType::bf16);
+  std::vector<std::byte> shifted(2);
+  const auto bytes = tilenorm::encode(values, DType::bf16);
+  shifted.insert(shifted.end(), bytes.begin(), bytes.end());
+  driver::DeviceBuffer x2(shifted.size() + 64), y2(shifted.size() + 64);
+  x2.upload(shifted.data(), shifted.size());
+  y2.fill_bytes(0xFF);
+  tilenorm::rms_norm(runtime(), x, w, y, 1e-5f, nullptr);
+  tilenorm::rms_norm(runtime(), moved(x, x2, 1), w, moved(y, y2, 1), 1e-5f, nullptr);
+  driver::check(driver::api().cuCtxSynchronize(), "synchronize");
+  std::vector<std::byte> aligned_out(bytes.size()), peeled_out(y2.bytes());
+  b.y.download(aligned_out.data(), aligned_out.size());
+  y2.download(peeled_out.data(), peeled_out.size());
+  const auto expected = tilenorm::decode(aligned_out, DType::bf16);
+  const auto actual = tilenorm::decode(std::span(peeled_out).subspan(2, bytes.size()), DType::bf16);
+  const auto comparison = tilenorm::compare(actual, expected, tilenorm::tolerance_for(DType::bf16));
+  INFO(comparison.describe());
+  CHECK(comparison.ok());
+  // Nothing before the first row or after the last one was written.
+  std::size_t clobbered = 0;
+  for (std::size_t i = 0; i < peeled_out.size(); ++i) {
+    const bool outside = i < 2 || i >= 2 + bytes.size();
+    clobbered += outside && peeled_out[i] != std::byte{0xFF};
+  }
+  CHECK(clobbered == 0);
 }
 
 TEST_CASE("M = 0 is a no-op, even with null pointers") {

@@ -869,3 +869,132 @@ TEST_CASE("codegen: long column partial sums live in shared memory, short ones i
   // Several row groups per CTA are combined before the partial row is written: one per CTA.
   CHECK(short_sums.partials_per_cta == 1);
 }
+
+// ---- alignment peeling (rows that start misaligned)
+
+namespace {
+
+KernelSpec peeled_spec(const std::string& kernel, DType dtype, std::int64_t n) {
+  const KernelConfig config = tilenorm::heuristic_config(
+      lowered(kernel), dtype, dtype, n, tilenorm::DeviceLimits::hopper(), 0, /*peel_rows=*/true);
+  return {dtype, dtype, n, config, /*peel_rows=*/true};
+}
+
+// The kernels of a generated source, without the prelude.
+std::string kernel_text(const tilenorm::GeneratedKernel& kernel) {
+  return kernel.source.substr(tilenorm::device_prelude().size());
+}
+
+}  // namespace
+
+TEST_CASE("codegen: peeled rows shift their chunks and load the ends element by element") {
+  const auto program = lowered("layer_norm");
+  const KernelSpec peeled{DType::bf16, DType::bf16, 4097, config(128, 1, 8, RowStorage::registers),
+                          true};
+  const std::string text = kernel_text(tilenorm::generate_cuda(program, peeled));
+  CHECK(contains(text, "rows peeled"));
+  CHECK(contains(text,
+                 "const int tn_shift = static_cast<int>(reinterpret_cast<unsigned long "
+                 "long>(row0) / sizeof(tn::bf16) % VEC);"));
+  CHECK(contains(text, "const int c0 = (it * TPR + lane) * VEC - tn_shift;"));
+  CHECK(contains(text, "tn::fetch_chunk_peeled<tn::bf16, VEC, N>(row0, c0)"));
+  CHECK(contains(text, "tn::load_column_chunk_peeled<tn::bf16, VEC, N>(p_weight, c0, col"));
+  CHECK(contains(text, "tn::store_chunk_peeled<tn::bf16, VEC, N>("));
+  // Reductions skip the head's columns before 0 as well as the tail's past N.
+  CHECK(contains(text, "if (c0 + v >= 0 && c0 + v < N) acc"));
+  // 4097 columns shifted by up to 7 take 513 chunks: 5 per thread.
+  CHECK(contains(text, "constexpr int ITERS = 5;"));
+  // Without peeling nothing of it is generated, and the chunk column is the plain one.
+  KernelSpec aligned = peeled;
+  aligned.peel_rows = false;
+  const std::string plain = kernel_text(tilenorm::generate_cuda(program, aligned));
+  CHECK_FALSE(contains(plain, "tn_shift"));
+  CHECK_FALSE(contains(plain, "_peeled<"));
+  CHECK_FALSE(contains(plain, "rows peeled"));
+  CHECK(contains(plain, "const int c0 = (it * TPR + lane) * VEC;"));
+  CHECK(contains(plain, "tn::load_chunk<tn::bf16, VEC, N>(p_weight, c0, col"));
+  // An aligned N of 4096 needs one more chunk when peeled: 4 per thread, then 5.
+  CHECK(contains(kernel_text(tilenorm::generate_cuda(
+                     program, {DType::bf16, DType::bf16, 4096,
+                               config(128, 1, 8, RowStorage::registers), false})),
+                 "constexpr int ITERS = 4;"));
+  CHECK(contains(kernel_text(tilenorm::generate_cuda(
+                     program, {DType::bf16, DType::bf16, 4096,
+                               config(128, 1, 8, RowStorage::registers), true})),
+                 "constexpr int ITERS = 5;"));
+}
+
+TEST_CASE("codegen: a peeled shared-memory stash is laid out by chunk, not by column") {
+  const auto program = lowered("layer_norm");
+  const KernelSpec spec{DType::bf16, DType::bf16, 2047, config(256, 2, 8, RowStorage::shared),
+                        true};
+  const auto kernel = tilenorm::generate_cuda(program, spec);
+  const std::string text = kernel_text(kernel);
+  CHECK(contains(text,
+                 "tn::load_chunk_and_stash_peeled<tn::bf16, VEC, N>(row0, stash0 + (c0 + "
+                 "tn_shift), c0, in0)"));
+  CHECK(contains(text, "tn::load_stashed_chunk<tn::bf16, VEC>(stash0 + (c0 + tn_shift), in0)"));
+  // (2047 + 7) / 8 rounded up: 257 chunks of 8 bf16 values per row, 2 rows.
+  CHECK(kernel.dynamic_shared_bytes == 257 * 8 * 2 * 2);
+  CHECK(contains(text, "stash0 = reinterpret_cast<tn::bf16*>(tn_stash_next) + row_in_cta * 2056;"));
+  // Global storage re-reads the row with the same peeled loads.
+  const auto global = kernel_text(tilenorm::generate_cuda(
+      program, {DType::bf16, DType::bf16, 2047, config(256, 2, 8, RowStorage::global), true}));
+  CHECK(contains(global, "tn::load_chunk_peeled<tn::bf16, VEC, N>(row0, c0, in0)"));
+}
+
+TEST_CASE("codegen: persistent kernels cannot peel their rows") {
+  for (const char* name : {"layer_norm_backward", "rms_norm_backward_recompute"}) {
+    CAPTURE(name);
+    REQUIRE(tilenorm::plan_kernels(lowered(name)).persistent);
+    const KernelSpec spec{DType::bf16, DType::bf16, 4097, config(128, 2, 8, RowStorage::registers),
+                          true};
+    const std::string why = tilenorm::config_problem(lowered(name), spec).value_or("");
+    CHECK(contains(why, "peel_rows"));
+    CHECK(contains(why, "not persistent"));
+    CHECK(contains(why, "column partial sums"));
+    CHECK_THROWS_WITH_AS(tilenorm::generate_cuda(lowered(name), spec),
+                         doctest::Contains("needs a kernel that is not persistent"),
+                         tilenorm::ProgramError);
+  }
+  // A backward without sums across rows is not persistent and peels like a forward.
+  REQUIRE_FALSE(tilenorm::plan_kernels(lowered("rms_norm_no_weight_backward")).persistent);
+  CHECK_FALSE(
+      tilenorm::config_problem(lowered("rms_norm_no_weight_backward"),
+                               peeled_spec("rms_norm_no_weight_backward", DType::bf16, 4097))
+          .has_value());
+}
+
+TEST_CASE("codegen: peeled kernels compile for sm_90 without spilling") {
+  std::vector<CompileJob> jobs;
+  for (const char* name : {"layer_norm", "rms_norm"}) {
+    for (DType dtype : {DType::bf16, DType::f32}) {
+      for (std::int64_t n : {1, 7, 4097, 4103, 12345}) {
+        jobs.push_back({name, "sm_90", peeled_spec(name, dtype, n)});
+      }
+    }
+  }
+  // Every row storage, fp16 rows with fp32 parameters (vectors of 4), the other forward
+  // kernels and a backward that is not persistent.
+  for (RowStorage storage : {RowStorage::registers, RowStorage::shared, RowStorage::global}) {
+    jobs.push_back({"layer_norm",
+                    "sm_90",
+                    {DType::bf16, DType::bf16, 5121, config(256, 2, 8, storage), true}});
+  }
+  jobs.push_back({"layer_norm",
+                  "sm_90",
+                  {DType::f16, DType::f32, 1001, config(64, 4, 4, RowStorage::registers), true}});
+  for (const char* name :
+       {"layer_norm_no_bias", "layer_norm_no_affine", "rms_norm_no_weight",
+        "rms_norm_no_weight_backward", "rms_norm_no_weight_backward_recompute"}) {
+    jobs.push_back({name, "sm_90", peeled_spec(name, DType::bf16, 4097)});
+  }
+  const auto results = compile_all(jobs);
+  for (std::size_t i = 0; i < jobs.size(); ++i) {
+    CAPTURE(jobs[i].label());
+    CHECK(jobs[i].spec.peel_rows);
+    CHECK_MESSAGE(results[i].error.empty(), results[i].error);
+    CHECK(results[i].registers > 0);
+    CHECK(results[i].spill_bytes == 0);
+  }
+}

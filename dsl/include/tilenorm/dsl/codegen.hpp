@@ -51,6 +51,15 @@ struct KernelSpec {
   DType param_dtype = DType::bf16;  // column parameters
   std::int64_t n = 0;               // the row length, a compile-time constant
   KernelConfig config{};
+  // Alignment peeling: rows may start at any element, not only at a multiple of config.vec.
+  // Each row is cut into a scalar head up to the first vec-aligned column, aligned vectors
+  // and a scalar tail; the kernel takes the shift from the row's address. Every row tensor
+  // must then start each row at the same element offset modulo vec (the runtime checks
+  // that; base pointers and row strides agree modulo vec). Column parameters may have any
+  // element alignment. Part of the generated code's identity. Only for kernels that are not
+  // persistent (config_problem() says so otherwise): the per-thread column partial sums of a
+  // persistent kernel need the same columns in a thread's registers in every row.
+  bool peel_rows = false;
 };
 
 // The dynamic shared memory a launch of `spec` needs (non-zero only for RowStorage::shared).

@@ -36,7 +36,10 @@ const DeviceLimits& known_device(std::string_view name_or_arch);
 int widest_vec(DType io_dtype, DType param_dtype);
 
 // `max_vec` (0: the widest) caps the vector width, e.g. for pointers that are not 16-byte aligned.
+// `peel_rows`: the kernel peels its rows (KernelSpec::peel_rows), so `max_vec` is the width
+// alignment peeling allows; the configuration is checked as a peeled kernel.
 KernelConfig heuristic_config(const LoweredProgram& program, DType io_dtype, DType param_dtype,
-                              std::int64_t n, const DeviceLimits& limits, int max_vec = 0);
+                              std::int64_t n, const DeviceLimits& limits, int max_vec = 0,
+                              bool peel_rows = false);
 
 }  // namespace tilenorm

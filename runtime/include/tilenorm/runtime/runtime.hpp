@@ -55,6 +55,9 @@ std::string_view config_source_name(ConfigSource source);
 struct ResolvedConfig {
   KernelConfig config;  // vec already narrowed to what the pointers' alignment allows
   ConfigSource source;
+  // The kernel peels its rows (KernelSpec::peel_rows): they start misaligned for config.vec,
+  // alike in every row tensor.
+  bool peel_rows = false;
 };
 
 class Runtime;

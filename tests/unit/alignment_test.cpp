@@ -1,0 +1,55 @@
+// The host side of alignment peeling: which vector width the row tensors of a launch allow
+// when every row may start misaligned, as long as all of them are misaligned alike.
+#include "tilenorm/runtime/alignment.hpp"
+
+#include <doctest/doctest.h>
+
+#include <vector>
+
+namespace {
+
+using tilenorm::peel_vec;
+using tilenorm::RowPlacement;
+
+constexpr std::uintptr_t kBase = 0x7f0000000000;  // 256-byte aligned, like cudaMalloc
+constexpr std::size_t kBf16 = 2;
+constexpr std::size_t kF32 = 4;
+
+}  // namespace
+
+TEST_CASE("peel_vec: aligned rows keep the widest vector") {
+  const std::vector<RowPlacement> tensors = {{kBase, kBf16, 4096}, {kBase + 0x100000, kBf16, 4096}};
+  CHECK(peel_vec(tensors, 1000, 8) == 8);
+  CHECK(peel_vec(tensors, 1000, 4) == 4);  // never wider than asked
+  CHECK(peel_vec({}, 1000, 8) == 8);
+}
+
+TEST_CASE("peel_vec: the same odd stride or offset in every tensor keeps the widest vector") {
+  // Contiguous bf16 rows of N = 4097: every row starts one element later modulo 8.
+  CHECK(peel_vec(std::vector<RowPlacement>{{kBase, kBf16, 4097}, {kBase + 0x100000, kBf16, 4097}},
+                 1000, 8) == 8);
+  // Odd strides (N + 3) and base pointers one element into their buffers, alike.
+  CHECK(peel_vec(std::vector<RowPlacement>{{kBase + 2, kBf16, 4099}, {kBase + 0x2002, kBf16, 4099}},
+                 1000, 8) == 8);
+  // Different element sizes count in elements: an fp32 tensor 3 elements in (12 bytes) beside
+  // a bf16 tensor 3 elements in (6 bytes).
+  CHECK(peel_vec(
+            std::vector<RowPlacement>{{kBase + 6, kBf16, 1027}, {kBase + 0x4000 + 12, kF32, 1027}},
+            1000, 4) == 4);
+}
+
+TEST_CASE("peel_vec: tensors misaligned differently get a narrower vector") {
+  // x starts 1 element in, y 3 elements in: they agree modulo 2 only.
+  CHECK(peel_vec(
+            std::vector<RowPlacement>{{kBase + 2, kBf16, 4096}, {kBase + 0x8000 + 6, kBf16, 4096}},
+            1000, 8) == 2);
+  // x one element in, y aligned: no vector at all.
+  CHECK(peel_vec(std::vector<RowPlacement>{{kBase + 2, kBf16, 4096}, {kBase + 0x8000, kBf16, 4096}},
+                 1000, 8) == 1);
+  // Strides that differ by 4 elements: vectors of 4.
+  CHECK(peel_vec(std::vector<RowPlacement>{{kBase, kBf16, 4097}, {kBase + 0x100000, kBf16, 4101}},
+                 1000, 8) == 4);
+  // ... which does not matter for a single row.
+  CHECK(peel_vec(std::vector<RowPlacement>{{kBase, kBf16, 4097}, {kBase + 0x100000, kBf16, 4101}},
+                 1, 8) == 8);
+}
