@@ -13,6 +13,10 @@ namespace {
 constexpr std::int64_t kPrefetchValues = 16;
 // Vectors of a row each CTA of a cluster keeps, and the largest cluster (non-portable above 8).
 constexpr std::int64_t kClusterSliceVectors = 1024;
+// Rows longer than this many vectors go to a cluster (H200, 2026-11-30: at 2048 vectors, bf16
+// N = 16384, one CTA per row was faster: RMSNorm backward 68-74% of the copy ceiling against
+// 49% split across 2 CTAs; at 4096 vectors and more the cluster won: LayerNorm 15 -> 44%).
+constexpr std::int64_t kClusterRowVectors = 2048;
 constexpr int kMaxClusterCtas = 16;
 constexpr std::int64_t kLongRowVectors = 1024;
 
@@ -98,7 +102,7 @@ KernelConfig heuristic_config(const LoweredProgram& program, DType io_dtype, DTy
   // kClusterSliceVectors vectors, two per thread, and the kernel prefetches the next row's
   // slice while this one's exchanges are waited on. Forward kernels measured faster on one CTA
   // per row (H200, 2026-11-30, docs/performance.md); tuning still searches clusters for them.
-  if (limits.clusters && persistent && chunks > kClusterSliceVectors) {
+  if (limits.clusters && persistent && chunks > kClusterRowVectors) {
     int ctas = 1;
     while (ctas < kMaxClusterCtas && (chunks + ctas - 1) / ctas > kClusterSliceVectors) ctas *= 2;
     const std::int64_t slice = (chunks + ctas - 1) / ctas;

@@ -601,14 +601,16 @@ TEST_CASE("codegen: with clusters, the heuristic splits a backward's long rows a
   auto config = [&](DType dtype, std::int64_t n) {
     return heuristic_spec(program, dtype, n).config;
   };
-  // Up to 1024 vectors per row, one CTA; then the fewest CTAs that keep <= 1024 vectors each,
+  // Up to 2048 vectors per row, one CTA; then the fewest CTAs that keep <= 1024 vectors each,
   // in registers with the next row's slice prefetched.
   CHECK(config(DType::bf16, 8192).ctas_per_row == 1);
-  CHECK(config(DType::bf16, 16384).ctas_per_row == 2);
+  CHECK(config(DType::bf16, 16384).ctas_per_row == 1);
+  CHECK(config(DType::bf16, 32768).ctas_per_row == 4);
+  CHECK(config(DType::f32, 16384).ctas_per_row == 4);
   CHECK(config(DType::bf16, 65536).ctas_per_row == 8);
   CHECK(config(DType::f32, 65536).ctas_per_row == 16);
   CHECK(config(DType::bf16, 262144).ctas_per_row == 16);
-  for (std::int64_t n : {16384, 65536, 262144}) {
+  for (std::int64_t n : {32768, 65536, 262144}) {
     CAPTURE(n);
     CHECK(static_cast<RowStorage>(config(DType::bf16, n).row_storage) == RowStorage::prefetched);
   }
