@@ -151,9 +151,8 @@ int dry_run(const tn::TuneCommand& command) {
     const tn::LoweredProgram lowered = tn::lower(shape.program);
     const tn::SearchSpace space =
         tn::explore_search_space(lowered, shape.io_dtype, shape.param_dtype, shape.n, limits);
-    const tn::KernelConfig heuristic = tn::heuristic_config(
-        lowered, shape.io_dtype, shape.param_dtype, shape.n, limits,
-        tn::widest_row_aligned_vec(shape.io_dtype, shape.param_dtype, shape.n));
+    const tn::KernelConfig heuristic =
+        tn::contiguous_rows_heuristic(lowered, shape.io_dtype, shape.param_dtype, shape.n, limits);
     const bool heuristic_in_space =
         std::any_of(space.candidates.begin(), space.candidates.end(),
                     [&](const tn::Candidate& c) { return c.config == heuristic; });

@@ -249,6 +249,16 @@ int widest_row_aligned_vec(DType io_dtype, DType param_dtype, std::int64_t n) {
   return vec;
 }
 
+KernelConfig contiguous_rows_heuristic(const LoweredProgram& program, DType io_dtype,
+                                       DType param_dtype, std::int64_t n,
+                                       const DeviceLimits& limits) {
+  const int row_aligned = widest_row_aligned_vec(io_dtype, param_dtype, n);
+  const int widest = widest_vec(io_dtype, param_dtype);
+  const bool peel = !plan_kernels(program).persistent && row_aligned < widest;
+  return heuristic_config(program, io_dtype, param_dtype, n, limits, peel ? widest : row_aligned,
+                          peel);
+}
+
 SearchSpace explore_search_space(const LoweredProgram& program, DType io_dtype, DType param_dtype,
                                  std::int64_t n, const DeviceLimits& limits) {
   if (n < 1) throw Error("search space: N must be at least 1, got " + std::to_string(n));

@@ -526,8 +526,8 @@ TuneReport tune(const std::vector<TuneShape>& shapes, const TuneOptions& options
     Plan plan{
         shape,
         explore_search_space(lowered, shape.io_dtype, shape.param_dtype, shape.n, session.limits),
-        heuristic_config(lowered, shape.io_dtype, shape.param_dtype, shape.n, session.limits,
-                         widest_row_aligned_vec(shape.io_dtype, shape.param_dtype, shape.n))};
+        contiguous_rows_heuristic(lowered, shape.io_dtype, shape.param_dtype, shape.n,
+                                  session.limits)};
     plan.heuristic_in_space =
         std::any_of(plan.space.candidates.begin(), plan.space.candidates.end(),
                     [&](const Candidate& c) { return c.config == plan.heuristic; });

@@ -1,6 +1,7 @@
 #include "tilenorm/runtime/heuristics.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cctype>
 #include <string>
 
@@ -19,11 +20,22 @@ constexpr std::int64_t kClusterSliceVectors = 1024;
 constexpr std::int64_t kClusterRowVectors = 2048;
 constexpr int kMaxClusterCtas = 16;
 constexpr std::int64_t kLongRowVectors = 1024;
+constexpr std::int64_t kForwardClusterRowVectors = 4096;
 
 int next_power_of_two(std::int64_t v) {
   int p = 1;
   while (p < v && p < (1 << 30)) p *= 2;
   return p;
+}
+
+// Threads per row for about `per_thread` vectors each: the power of two that gives at most
+// per_thread vectors, unless one fewer power of two gives at most a quarter more (a row just
+// past a power of two, such as 513 vectors: 128 threads with 5 each measured 77% of the copy
+// ceiling for RMSNorm bf16 N = 4097, 256 threads with 2 or 3 each 60%).
+int fewest_threads(std::int64_t chunks, std::int64_t per_thread, int narrowest) {
+  const int threads = next_power_of_two((chunks + per_thread - 1) / per_thread);
+  const bool slightly_over = threads > narrowest && (threads / 2) * per_thread * 5 / 4 >= chunks;
+  return std::clamp(slightly_over ? threads / 2 : threads, narrowest, 1024);
 }
 
 // Small rows get several rows per CTA so that a block still has a useful number of threads.
@@ -97,21 +109,32 @@ KernelConfig heuristic_config(const LoweredProgram& program, DType io_dtype, DTy
   // (N = 128: 71 -> 87% of the copy for LayerNorm) and costs where registers are already
   // scarce (N = 1024, 32 values per thread: 86 -> 81%).
   const bool persistent = plan_kernels(program).persistent;
-  // A long row of a persistent kernel (a backward, which would otherwise spill or re-read its
-  // rows) is split across a cluster so that each CTA keeps a slice of at most
-  // kClusterSliceVectors vectors, two per thread, and the kernel prefetches the next row's
-  // slice while this one's exchanges are waited on. Forward kernels measured faster on one CTA
-  // per row (H200, 2026-11-30, docs/performance.md); tuning still searches clusters for them.
-  if (limits.clusters && persistent && chunks > kClusterRowVectors) {
+  // Long rows split across a cluster (H200, 2026-11-30, tilenorm-tune --show-candidates):
+  // - a backward (which would otherwise spill or re-read its rows) past kClusterRowVectors:
+  //   slices of at most kClusterSliceVectors vectors, two per thread, rows in registers (bf16
+  //   N = 65536: RMSNorm 54.9% of the copy ceiling in registers, 47% prefetched, 43% without
+  //   a cluster);
+  // - a forward with one reduction phase (RMSNorm) past kForwardClusterRowVectors: slices of
+  //   at most 2 * kClusterSliceVectors, four vectors per thread, prefetching the next row's
+  //   slice (N = 65536: 80.9% against 70.5% for one CTA per row). Two-phase forwards
+  //   (LayerNorm) stay on one CTA per row, which measured faster (59.6% against 55.1%).
+  const bool single_phase = program.reduction_phases.size() <= 1;
+  const bool cluster_backward = persistent && chunks > kClusterRowVectors;
+  const bool cluster_forward = !persistent && single_phase && chunks > kForwardClusterRowVectors;
+  if (limits.clusters && (cluster_backward || cluster_forward)) {
+    const std::int64_t slice_limit = kClusterSliceVectors * (cluster_forward ? 2 : 1);
     int ctas = 1;
-    while (ctas < kMaxClusterCtas && (chunks + ctas - 1) / ctas > kClusterSliceVectors) ctas *= 2;
+    while (ctas < kMaxClusterCtas && (chunks + ctas - 1) / ctas > slice_limit) ctas *= 2;
     const std::int64_t slice = (chunks + ctas - 1) / ctas;
-    // Two vectors per thread where the registers allow, else four (fewer threads per CTA
-    // leave each thread more registers).
-    for (std::int64_t per_thread : {2, 4}) {
+    const std::array<RowStorage, 2> storages =
+        cluster_forward ? std::array{RowStorage::prefetched, RowStorage::registers}
+                        : std::array{RowStorage::registers, RowStorage::prefetched};
+    // Two vectors per thread (a backward) where the registers allow, else four; a cluster
+    // that needs more is not worth it, and the row goes to one CTA below.
+    for (std::int64_t per_thread : {cluster_forward ? 4 : 2, 4}) {
       const int threads =
           std::clamp(next_power_of_two((slice + per_thread - 1) / per_thread), 32, 1024);
-      for (RowStorage storage : {RowStorage::prefetched, RowStorage::registers}) {
+      for (RowStorage storage : storages) {
         const KernelConfig config{threads, 1, vec, static_cast<int>(storage), ctas};
         if (fits(config)) return config;
       }
@@ -120,17 +143,20 @@ KernelConfig heuristic_config(const LoweredProgram& program, DType io_dtype, DTy
   // Programs with two reduction phases (LayerNorm) keep up to eight vectors per thread on long
   // rows: fewer warps per row make each phase's barrier cheaper (H200, N = 16384: 256 threads
   // per row 86.9% of the copy ceiling, 512 threads 57%).
-  const std::int64_t vectors_per_thread =
-      program.reduction_phases.size() >= 2 && chunks > kLongRowVectors ? 8 : 4;
-  for (int threads =
-           std::clamp(next_power_of_two((chunks + vectors_per_thread - 1) / vectors_per_thread),
-                      narrowest, 1024);
-       threads <= 1024; threads *= 2) {
-    const KernelConfig config = with_rows(threads, vec, RowStorage::registers);
+  const std::int64_t vectors_per_thread = !single_phase && chunks > kLongRowVectors ? 8 : 4;
+  for (int threads = fewest_threads(chunks, vectors_per_thread, narrowest); threads <= 1024;
+       threads *= 2) {
+    // A row with more vectors per thread than preferred (just past a power of two) keeps its
+    // CTA to itself (RMSNorm bf16 N = 4097 at 128 threads: 77% of the copy ceiling with one
+    // row per CTA, 53% with two).
+    const bool uneven = threads * vectors_per_thread < chunks;
+    KernelConfig config = with_rows(threads, vec, RowStorage::registers);
+    if (uneven) config.rows_per_cta = 1;
     if (!fits(config)) continue;
     const std::int64_t values_per_thread = (chunks + threads - 1) / threads * vec;
     if (persistent && values_per_thread <= kPrefetchValues) {
-      const KernelConfig prefetched = with_rows(threads, vec, RowStorage::prefetched);
+      KernelConfig prefetched = config;
+      prefetched.row_storage = static_cast<int>(RowStorage::prefetched);
       if (fits(prefetched)) return prefetched;
     }
     return config;

@@ -602,7 +602,7 @@ TEST_CASE("codegen: with clusters, the heuristic splits a backward's long rows a
     return heuristic_spec(program, dtype, n).config;
   };
   // Up to 2048 vectors per row, one CTA; then the fewest CTAs that keep <= 1024 vectors each,
-  // in registers with the next row's slice prefetched.
+  // in registers.
   CHECK(config(DType::bf16, 8192).ctas_per_row == 1);
   CHECK(config(DType::bf16, 16384).ctas_per_row == 1);
   CHECK(config(DType::bf16, 32768).ctas_per_row == 4);
@@ -612,10 +612,15 @@ TEST_CASE("codegen: with clusters, the heuristic splits a backward's long rows a
   CHECK(config(DType::bf16, 262144).ctas_per_row == 16);
   for (std::int64_t n : {32768, 65536, 262144}) {
     CAPTURE(n);
-    CHECK(static_cast<RowStorage>(config(DType::bf16, n).row_storage) == RowStorage::prefetched);
+    CHECK(static_cast<RowStorage>(config(DType::bf16, n).row_storage) == RowStorage::registers);
   }
-  // The forward keeps one CTA per row (measured faster), and so does a GPU without clusters.
-  CHECK(heuristic_spec(lowered("rms_norm"), DType::bf16, 65536).config.ctas_per_row == 1);
+  // A one-phase forward (RMSNorm) splits rows past 4096 vectors, into slices of <= 2048, and
+  // prefetches; a two-phase one (LayerNorm) keeps one CTA per row (both measured faster).
+  const KernelConfig rms = heuristic_spec(lowered("rms_norm"), DType::bf16, 65536).config;
+  CHECK(rms.ctas_per_row == 4);
+  CHECK(static_cast<RowStorage>(rms.row_storage) == RowStorage::prefetched);
+  CHECK(heuristic_spec(lowered("rms_norm"), DType::bf16, 32768).config.ctas_per_row == 1);
+  CHECK(heuristic_spec(lowered("layer_norm"), DType::bf16, 65536).config.ctas_per_row == 1);
   const auto a100 = tilenorm::known_device("A100");
   CHECK(heuristic_spec(program, DType::bf16, 65536, a100).config.ctas_per_row == 1);
 }

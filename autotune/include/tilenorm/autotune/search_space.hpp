@@ -44,6 +44,12 @@ enum class PruneRule {
 };
 std::string_view prune_rule_name(PruneRule rule);
 
+// The heuristic configuration the runtime picks for contiguous rows of N (peeled where N
+// misaligns the rows and the kernel can peel): what tuning compares its winner against.
+KernelConfig contiguous_rows_heuristic(const LoweredProgram& program, DType io_dtype,
+                                       DType param_dtype, std::int64_t n,
+                                       const DeviceLimits& limits);
+
 struct Candidate {
   KernelConfig config;
   std::size_t dynamic_shared_bytes = 0;
