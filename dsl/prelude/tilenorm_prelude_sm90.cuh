@@ -19,18 +19,6 @@ __device__ __forceinline__ unsigned cluster_ctas() {
   return count;
 }
 
-// Which cluster this CTA belongs to, and how many the grid has (clusters are 1-D along x).
-__device__ __forceinline__ unsigned cluster_index() {
-  unsigned index;
-  asm volatile("mov.u32 %0, %%clusterid.x;" : "=r"(index));
-  return index;
-}
-__device__ __forceinline__ unsigned cluster_count() {
-  unsigned count;
-  asm volatile("mov.u32 %0, %%nclusterid.x;" : "=r"(count));
-  return count;
-}
-
 // Every thread of every CTA in the cluster arrives and waits.
 __device__ __forceinline__ void cluster_sync() {
   asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::

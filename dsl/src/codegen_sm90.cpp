@@ -8,8 +8,9 @@ void emit_prologue(std::ostream& out, int ctas, std::size_t reductions_per_phase
       << "  if (tn::cluster_ctas() != CLUSTER) __trap();\n"
       << "  const unsigned tn_rank = tn::cluster_rank();\n"
       << "  const int tn_slice_start = static_cast<int>(tn_rank) * (ITERS * TPR * VEC);\n"
-      << "  const long long tn_cluster = tn::cluster_index();\n"
-      << "  const long long tn_clusters = tn::cluster_count();\n";
+      << "  // Clusters are 1-D along x and the grid is a multiple of them.\n"
+      << "  const long long tn_cluster = blockIdx.x / CLUSTER;\n"
+      << "  const long long tn_clusters = gridDim.x / CLUSTER;\n";
   if (reductions_per_phase == 0) return;
   // Two buffers and mbarriers, used alternately: a CTA pushes into a buffer again only two
   // exchanges later, after waiting on the exchange in between, which every CTA arrives on only
