@@ -319,6 +319,52 @@ TEST_CASE("codegen: plan_kernels counts the partial sums and sizes the workspace
   CHECK(contains(kernel.source, "float sc_alpha"));
 }
 
+TEST_CASE("codegen: a cluster kernel splits the row into slices and exchanges row totals") {
+  KernelConfig clustered = config(256, 1, 8, RowStorage::registers);
+  clustered.ctas_per_row = 4;
+  const auto kernel =
+      tilenorm::generate_cuda(lowered("layer_norm"), {DType::bf16, DType::bf16, 32768, clustered});
+  CHECK(kernel.ctas_per_row == 4);
+  CHECK_FALSE(kernel.persistent);
+  // Only cluster kernels carry the sm_90 prelude, so the plain path still compiles for sm_80.
+  CHECK(contains(kernel.source, std::string(tilenorm::device_prelude_sm90())));
+  CHECK(contains(kernel.source, "constexpr int CLUSTER = 4;"));
+  CHECK(contains(kernel.source, "if (tn::cluster_ctas() != CLUSTER) __trap();"));
+  CHECK(contains(kernel.source, "const int c0 = tn_slice_start + (it * TPR + lane) * VEC;"));
+  // LayerNorm's two reduction phases: two exchanges per row, one mbarrier wait each.
+  std::size_t waits = 0;
+  for (std::size_t at = kernel.source.find("tn::exchange_wait(&"); at != std::string::npos;
+       at = kernel.source.find("tn::exchange_wait(&", at + 1))
+    ++waits;
+  CHECK(waits == 2);
+  // Each CTA holds the row totals, so one of them writes the statistics.
+  CHECK(contains(kernel.source, "lane == 0 && tn::cluster_rank() == 0"));
+  // Slices of 4 * 256 * 8 columns: 4 vectors per thread.
+  CHECK(contains(kernel.source, "constexpr int ITERS = 4;"));
+
+  const auto plain = tilenorm::generate_cuda(
+      lowered("layer_norm"),
+      {DType::bf16, DType::bf16, 32768, config(1024, 1, 8, RowStorage::shared)});
+  CHECK(plain.ctas_per_row == 1);
+  CHECK_FALSE(contains(plain.source, "cluster"));
+
+  // A backward on a cluster writes one partial row per cluster, each CTA its own columns, and
+  // prefetching makes any kernel persistent.
+  KernelConfig prefetched = config(512, 1, 8, RowStorage::prefetched);
+  prefetched.ctas_per_row = 8;
+  const auto backward = tilenorm::generate_cuda(lowered("rms_norm_backward"),
+                                                {DType::bf16, DType::bf16, 65536, prefetched});
+  CHECK(backward.persistent);
+  CHECK(backward.partials_per_cta == 1);
+  CHECK(contains(backward.source,
+                 "for (long long block = tn_cluster; block * RPC < rows; "
+                 "block += tn_clusters)"));
+  KernelConfig forward_prefetched = prefetched;
+  CHECK(tilenorm::generate_cuda(lowered("rms_norm"),
+                                {DType::bf16, DType::bf16, 65536, forward_prefetched})
+            .persistent);
+}
+
 TEST_CASE("codegen: a CTA combines its row groups before writing partials when they fit") {
   const auto program = lowered("rms_norm_backward");
   struct Case {
@@ -596,7 +642,7 @@ TEST_CASE("codegen: the heuristic gives a valid configuration for every kernel, 
   }
 }
 
-TEST_CASE("codegen: with clusters, the heuristic splits a backward's long rows and prefetches") {
+TEST_CASE("codegen: with clusters, the heuristic splits long rows") {
   const tilenorm::LoweredProgram program = lowered("rms_norm_backward");
   auto config = [&](DType dtype, std::int64_t n) {
     return heuristic_spec(program, dtype, n).config;
