@@ -249,31 +249,37 @@ int widest_row_aligned_vec(DType io_dtype, DType param_dtype, std::int64_t n) {
   return vec;
 }
 
-KernelConfig contiguous_rows_heuristic(const LoweredProgram& program, DType io_dtype,
-                                       DType param_dtype, std::int64_t n,
-                                       const DeviceLimits& limits) {
+namespace {
+
+// How launches on contiguous rows of N run: kernels that are not persistent peel misaligned
+// rows (alignment peeling), so they keep the widest vector for any N; persistent ones narrow
+// it to what N aligns to.
+struct ContiguousRows {
+  int vec;
+  bool peel_rows;
+};
+ContiguousRows contiguous_rows(const LoweredProgram& program, DType io_dtype, DType param_dtype,
+                               std::int64_t n) {
   const int row_aligned = widest_row_aligned_vec(io_dtype, param_dtype, n);
   const int widest = widest_vec(io_dtype, param_dtype);
   const bool peel = !plan_kernels(program).persistent && row_aligned < widest;
-  return heuristic_config(program, io_dtype, param_dtype, n, limits, peel ? widest : row_aligned,
-                          peel);
+  return {peel ? widest : row_aligned, peel};
+}
+
+}  // namespace
+
+KernelConfig contiguous_rows_heuristic(const LoweredProgram& program, DType io_dtype,
+                                       DType param_dtype, std::int64_t n,
+                                       const DeviceLimits& limits) {
+  const ContiguousRows rows = contiguous_rows(program, io_dtype, param_dtype, n);
+  return heuristic_config(program, io_dtype, param_dtype, n, limits, rows.vec, rows.peel_rows);
 }
 
 SearchSpace explore_search_space(const LoweredProgram& program, DType io_dtype, DType param_dtype,
                                  std::int64_t n, const DeviceLimits& limits) {
   if (n < 1) throw Error("search space: N must be at least 1, got " + std::to_string(n));
-  // Kernels that are not persistent peel misaligned rows (alignment peeling), so contiguous
-  // rows of any N keep the widest vector; persistent ones narrow it to what N aligns to.
-  const int row_aligned = widest_row_aligned_vec(io_dtype, param_dtype, n);
-  const bool can_peel = !plan_kernels(program).persistent;
-  const int widest = widest_vec(io_dtype, param_dtype);
-  const Context context{program,
-                        io_dtype,
-                        param_dtype,
-                        n,
-                        limits,
-                        can_peel ? widest : row_aligned,
-                        can_peel && row_aligned < widest};
+  const ContiguousRows rows = contiguous_rows(program, io_dtype, param_dtype, n);
+  const Context context{program, io_dtype, param_dtype, n, limits, rows.vec, rows.peel_rows};
   SearchSpace space;
   for (const KernelConfig& config :
        cartesian_product<KernelConfig>(search_domains(io_dtype, param_dtype))) {

@@ -214,11 +214,11 @@ class Emitter {
     block_index_ = clustered_ ? "tn_cluster" : "blockIdx.x";
     block_count_ = clustered_ ? "tn_clusters" : "gridDim.x";
     // Row groups combine their partial sums in shared memory, one partial row per CTA, when
-    // the column sums are in shared memory already or small enough to move there (whole rows:
-    // not with a cluster, where a CTA holds a slice).
+    // the column sums are in shared memory already or small enough to move there. (A cluster
+    // holds one row per CTA, so it never combines.)
     combine_ = plan_.needs_finish() && spec.config.rows_per_cta > 1 &&
                (shared_partials_ || plan_.column_partials == 0 ||
-                (!clustered_ && spec.config.rows_per_cta * spec.n <= kCombineFloats));
+                spec.config.rows_per_cta * spec.n <= kCombineFloats);
   }
 
   GeneratedKernel run() {
@@ -338,43 +338,53 @@ class Emitter {
     if (clustered_)
       out_ << "// Launch " << k.name << " with clusters of " << c.ctas_per_row
            << " CTAs along x (sm_90 or later); its grid is a multiple of that.\n";
-    out_ << "extern \"C\" __global__ void __launch_bounds__(" << k.threads_per_block << ")\n"
-         << k.name << "(";
-    std::vector<std::string> params;
-    auto add = [&](ParamKind kind, int slot, std::string decl) {
-      k.params.push_back({kind, slot});
-      params.push_back(std::move(decl));
-    };
+    ParamList params{k.params};
     for (std::size_t i = 0; i < p_.slots.size(); ++i) {
       const ir::Slot& s = p_.slots[i];
       const int index = static_cast<int>(i);
       const bool read = s.role == ir::Role::read;
       switch (s.shape) {
         case Shape::tile:
-          add(ParamKind::slot_pointer, index,
-              (read ? "const " : "") + slot_type(s) + "* __restrict__ p_" + s.name);
-          add(ParamKind::slot_stride, index, "long long stride_" + s.name);
+          params.add(ParamKind::slot_pointer, index,
+                     (read ? "const " : "") + slot_type(s) + "* __restrict__ p_" + s.name);
+          params.add(ParamKind::slot_stride, index, "long long stride_" + s.name);
           break;
         case Shape::column:
           if (read)
-            add(ParamKind::slot_pointer, index,
-                "const " + slot_type(s) + "* __restrict__ p_" + s.name);
+            params.add(ParamKind::slot_pointer, index,
+                       "const " + slot_type(s) + "* __restrict__ p_" + s.name);
           break;
         case Shape::row_scalar:
-          add(ParamKind::slot_pointer, index,
-              std::string(read ? "const " : "") + "float* __restrict__ p_" + s.name);
+          params.add(ParamKind::slot_pointer, index,
+                     std::string(read ? "const " : "") + "float* __restrict__ p_" + s.name);
           break;
         case Shape::scalar:
-          if (read) add(ParamKind::slot_value, index, "float sc_" + s.name);
+          if (read) params.add(ParamKind::slot_value, index, "float sc_" + s.name);
           break;
       }
     }
-    add(ParamKind::rows, -1, "long long rows");
+    params.add(ParamKind::rows, -1, "long long rows");
     if (plan_.needs_finish()) {
-      add(ParamKind::workspace, -1, "float* __restrict__ tn_workspace");
-      add(ParamKind::partial_rows, -1, "long long tn_partial_rows");
+      params.add(ParamKind::workspace, -1, "float* __restrict__ tn_workspace");
+      params.add(ParamKind::partial_rows, -1, "long long tn_partial_rows");
     }
-    for (std::size_t i = 0; i < params.size(); ++i) out_ << (i ? ",\n    " : "\n    ") << params[i];
+    emit_signature(k.name, k.threads_per_block, params);
+  }
+
+  // A kernel's parameters: what the runtime binds, beside the declarations printed.
+  struct ParamList {
+    std::vector<KernelParam>& bound;
+    std::vector<std::string> declarations{};
+    void add(ParamKind kind, int slot, std::string declaration) {
+      bound.push_back({kind, slot});
+      declarations.push_back(std::move(declaration));
+    }
+  };
+
+  void emit_signature(const std::string& name, int threads, const ParamList& params) {
+    out_ << "extern \"C\" __global__ void __launch_bounds__(" << threads << ")\n" << name << "(";
+    for (std::size_t i = 0; i < params.declarations.size(); ++i)
+      out_ << (i ? ",\n    " : "\n    ") << params.declarations[i];
     out_ << ") {\n";
   }
 
@@ -815,12 +825,12 @@ class Emitter {
         out_ << "  {\n    float* dst = tn_workspace + " << plan_.column_partials
              << " * tn_columns_floats + " << scalar << " * tn_partial_rows;\n";
         if (combine_) {
-          out_ << "    __syncthreads();\n    if (lane == 0) tn_combine_scalar[row_in_cta] = xacc"
-               << r << ";\n    __syncthreads();\n    if (threadIdx.x == 0"
-               << (clustered_ ? " && tn::cluster_rank() == 0" : "")
-               << ") {\n      float total = 0.0f;\n"
-               << "      for (int g = 0; g < RPC; ++g) total += tn_combine_scalar[g];\n"
-               << "      dst[" << block_index_ << "] = total;\n    }\n";
+          out_
+              << "    __syncthreads();\n    if (lane == 0) tn_combine_scalar[row_in_cta] = xacc"
+              << r
+              << ";\n    __syncthreads();\n    if (threadIdx.x == 0) {\n      float total = 0.0f;\n"
+              << "      for (int g = 0; g < RPC; ++g) total += tn_combine_scalar[g];\n"
+              << "      dst[" << block_index_ << "] = total;\n    }\n";
         } else {
           out_ << "    if (" << first_of_row() << ") dst[static_cast<long long>(" << block_index_
                << ") * RPC + row_in_cta] = xacc" << r << ";\n";
@@ -834,29 +844,24 @@ class Emitter {
   // ---- The finishing kernel: sums the partials in a fixed order, then computes and stores
   // the column and scalar outputs.
   void emit_finish(GeneratedFunction& f) {
-    out_ << "\nextern \"C\" __global__ void __launch_bounds__(" << f.threads_per_block << ")\n"
-         << f.name << "(";
-    std::vector<std::string> params;
-    auto add = [&](ParamKind kind, int slot, std::string decl) {
-      f.params.push_back({kind, slot});
-      params.push_back(std::move(decl));
-    };
+    ParamList params{f.params};
     for (std::size_t i = 0; i < p_.slots.size(); ++i) {
       const ir::Slot& s = p_.slots[i];
       const int index = static_cast<int>(i);
       const bool read = s.role == ir::Role::read;
       if (s.shape == Shape::column)
-        add(ParamKind::slot_pointer, index,
-            (read ? "const " : "") + slot_type(s) + "* __restrict__ p_" + s.name);
-      if (s.shape == Shape::scalar && read) add(ParamKind::slot_value, index, "float sc_" + s.name);
+        params.add(ParamKind::slot_pointer, index,
+                   (read ? "const " : "") + slot_type(s) + "* __restrict__ p_" + s.name);
+      if (s.shape == Shape::scalar && read)
+        params.add(ParamKind::slot_value, index, "float sc_" + s.name);
       if (s.shape == Shape::scalar && !read)
-        add(ParamKind::slot_pointer, index, "float* __restrict__ p_" + s.name);
+        params.add(ParamKind::slot_pointer, index, "float* __restrict__ p_" + s.name);
     }
-    add(ParamKind::workspace, -1, "const float* __restrict__ tn_workspace");
-    add(ParamKind::partial_rows, -1, "long long tn_partial_rows");
-    for (std::size_t i = 0; i < params.size(); ++i) out_ << (i ? ",\n    " : "\n    ") << params[i];
-    out_ << ") {\n"
-         << "  constexpr int N = " << spec_.n << ";\n"
+    params.add(ParamKind::workspace, -1, "const float* __restrict__ tn_workspace");
+    params.add(ParamKind::partial_rows, -1, "long long tn_partial_rows");
+    out_ << "\n";
+    emit_signature(f.name, f.threads_per_block, params);
+    out_ << "  constexpr int N = " << spec_.n << ";\n"
          << "  constexpr int COLS = " << kFinishColumns << ", GROUPS = " << kFinishGroups << ";\n"
          << "  const int col_in_cta = threadIdx.x % COLS;\n"
          << "  const int group = threadIdx.x / COLS;\n"

@@ -102,12 +102,7 @@ KernelConfig heuristic_config(const LoweredProgram& program, DType io_dtype, DTy
     return !config_problem(program, spec) &&
            dynamic_shared_memory_bytes(program, spec) <= limits.shared_memory_per_block;
   };
-  // Registers: about four vectors per thread, as few threads per row as that allows.
   const int narrowest = std::min(32, next_power_of_two(chunks));
-  // A persistent kernel (a backward) prefetches the next row block when the registers allow:
-  // measured on the H200, it pays where few values per thread leave the SM few loads in flight
-  // (N = 128: 71 -> 87% of the copy for LayerNorm) and costs where registers are already
-  // scarce (N = 1024, 32 values per thread: 86 -> 81%).
   const bool persistent = plan_kernels(program).persistent;
   // Long rows split across a cluster (H200, 2026-11-30, tilenorm-tune --show-candidates):
   // - a backward (which would otherwise spill or re-read its rows) past kClusterRowVectors:
@@ -131,7 +126,7 @@ KernelConfig heuristic_config(const LoweredProgram& program, DType io_dtype, DTy
                         : std::array{RowStorage::registers, RowStorage::prefetched};
     // Two vectors per thread (a backward) where the registers allow, else four; a cluster
     // that needs more is not worth it, and the row goes to one CTA below.
-    for (std::int64_t per_thread : {cluster_forward ? 4 : 2, 4}) {
+    for (std::int64_t per_thread = cluster_forward ? 4 : 2; per_thread <= 4; per_thread *= 2) {
       const int threads =
           std::clamp(next_power_of_two((slice + per_thread - 1) / per_thread), 32, 1024);
       for (RowStorage storage : storages) {
@@ -140,9 +135,10 @@ KernelConfig heuristic_config(const LoweredProgram& program, DType io_dtype, DTy
       }
     }
   }
-  // Programs with two reduction phases (LayerNorm) keep up to eight vectors per thread on long
-  // rows: fewer warps per row make each phase's barrier cheaper (H200, N = 16384: 256 threads
-  // per row 86.9% of the copy ceiling, 512 threads 57%).
+  // One CTA per row, in registers: about four vectors per thread, as few threads per row as
+  // that allows. Programs with two reduction phases (LayerNorm) keep up to eight vectors per
+  // thread on long rows: fewer warps per row make each phase's barrier cheaper (H200, N =
+  // 16384: 256 threads per row 86.9% of the copy ceiling, 512 threads 57%).
   const std::int64_t vectors_per_thread = !single_phase && chunks > kLongRowVectors ? 8 : 4;
   for (int threads = fewest_threads(chunks, vectors_per_thread, narrowest); threads <= 1024;
        threads *= 2) {
@@ -153,6 +149,10 @@ KernelConfig heuristic_config(const LoweredProgram& program, DType io_dtype, DTy
     KernelConfig config = with_rows(threads, vec, RowStorage::registers);
     if (uneven) config.rows_per_cta = 1;
     if (!fits(config)) continue;
+    // A persistent kernel (a backward) prefetches the next row block when the registers allow:
+    // measured on the H200, it pays where few values per thread leave the SM few loads in
+    // flight (N = 128: 71 -> 87% of the copy for LayerNorm) and costs where registers are
+    // already scarce (N = 1024, 32 values per thread: 86 -> 81%).
     const std::int64_t values_per_thread = (chunks + threads - 1) / threads * vec;
     if (persistent && values_per_thread <= kPrefetchValues) {
       KernelConfig prefetched = config;
@@ -162,7 +162,8 @@ KernelConfig heuristic_config(const LoweredProgram& program, DType io_dtype, DTy
     return config;
   }
   // Too large for registers: stash the row in shared memory, else re-read it from L2/HBM.
-  // (Reached only without clusters, or for rows too long even for a cluster of 16.)
+  // (Long rows of two-phase forwards, and any long row without clusters or too long even for
+  // a cluster of 16.)
   const KernelConfig shared = with_rows(1024, vec, RowStorage::shared);
   if (fits(shared)) return shared;
   return with_rows(1024, vec, RowStorage::global);
