@@ -19,10 +19,20 @@ __device__ __forceinline__ unsigned cluster_ctas() {
   return count;
 }
 
+// The two halves of cluster_sync(), so that work can run between them: a CTA that has arrived
+// may go on, and one that waits leaves only once every thread of the cluster has arrived.
+__device__ __forceinline__ void cluster_arrive() {
+  asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
+}
+
+__device__ __forceinline__ void cluster_wait() {
+  asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+
 // Every thread of every CTA in the cluster arrives and waits.
 __device__ __forceinline__ void cluster_sync() {
-  asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::
-                   : "memory");
+  cluster_arrive();
+  cluster_wait();
 }
 
 __device__ __forceinline__ unsigned shared_address(const void* pointer) {

@@ -43,4 +43,12 @@ void emit_row_reduction(std::ostream& out, const std::vector<ClusterReduction>& 
   out << "  }\n";
 }
 
+void emit_exit_arrive(std::ostream& out) {
+  out << "  tn::cluster_arrive();  // this CTA pushes nothing more into its peers\n";
+}
+
+void emit_exit_wait(std::ostream& out) {
+  out << "  tn::cluster_wait();  // no peer pushes into this CTA after it exits\n";
+}
+
 }  // namespace tilenorm::codegen_sm90

@@ -19,8 +19,15 @@ struct ClusterReduction {
 // their mbarriers. Each CTA holds one row (rows_per_cta = 1).
 void emit_prologue(std::ostream& out, int ctas, std::size_t reductions_per_phase);
 
-// Turns CTA totals (every thread of the CTA holds them) into row totals. A CTA may exit after
-// its last exchange: every store into its shared memory came before an arrival it waited for.
+// Turns CTA totals (every thread of the CTA holds them) into row totals.
 void emit_row_reduction(std::ostream& out, const std::vector<ClusterReduction>& reductions);
+
+// The end of a kernel with exchanges: emit_exit_arrive() after the last one, emit_exit_wait()
+// last of all. The mbarrier waits already order every store into a CTA's shared memory before
+// it exits, but compute-sanitizer racecheck (and the CUDA guide's rule for distributed shared
+// memory) wants a cluster barrier before exit; split in two, it costs one barrier latency at
+// most, overlapped with the work between the calls.
+void emit_exit_arrive(std::ostream& out);
+void emit_exit_wait(std::ostream& out);
 
 }  // namespace tilenorm::codegen_sm90

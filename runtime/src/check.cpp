@@ -231,11 +231,13 @@ CheckReport check_against_interpreter(const Norm& norm, const CheckOptions& o) {
   const InterpreterOutputs expected = interpret(p, reference_in);
 
   const std::int64_t stride = o.cols + o.extra_row_stride;
-  // Sums over many rows carry more fp32 rounding than one row's arithmetic.
-  auto summed_tolerance = [&](DType dtype) {
+  // Sums of many terms carry more fp32 rounding than one element's arithmetic: the absolute
+  // error of a sum grows like the square root of its term count (rows for a column, every
+  // element for a scalar), and its result may be far smaller than its terms.
+  auto summed_tolerance = [&](DType dtype, std::int64_t terms) {
     Tolerance t = tolerance_for(dtype);
-    const double rows_factor = std::sqrt(static_cast<double>(std::max<std::int64_t>(o.rows, 1)));
-    return Tolerance{t.atol * rows_factor + 1e-6 * static_cast<double>(o.rows), t.rtol * 2};
+    const double terms_factor = std::sqrt(static_cast<double>(std::max<std::int64_t>(terms, 1)));
+    return Tolerance{t.atol * terms_factor + 1e-6 * static_cast<double>(o.rows), t.rtol * 2};
   };
   for (std::size_t i = 0; i < slots; ++i) {
     const ir::Slot& slot = p.slots[i];
@@ -269,7 +271,8 @@ CheckReport check_against_interpreter(const Norm& norm, const CheckOptions& o) {
         tolerance = tolerance_for(DType::f32);
       } else {
         actual = all;
-        tolerance = summed_tolerance(dtype);
+        const bool scalar = slot.shape == ir::Shape::scalar;
+        tolerance = summed_tolerance(dtype, scalar ? o.rows * o.cols : o.rows);
       }
       if (count == 0) continue;
     }

@@ -363,6 +363,29 @@ TEST_CASE("codegen: a cluster kernel splits the row into slices and exchanges ro
   CHECK(tilenorm::generate_cuda(lowered("rms_norm"),
                                 {DType::bf16, DType::bf16, 65536, forward_prefetched})
             .persistent);
+
+  // A persistent cluster kernel copies its slice of the weight (65536 / 8 columns) to shared
+  // memory once, reads it from there in both passes, and its CTAs leave together.
+  // (The dweight partial sums, 16 values per thread, stay in registers.)
+  CHECK(backward.dynamic_shared_bytes == 65536 / 8 * 2);
+  CHECK(contains(backward.source, "= tn::fetch_chunk<tn::bf16, VEC, N>(p_weight, c0);"));
+  std::size_t stashed_reads = 0;
+  for (std::size_t at = backward.source.find("tn::load_stashed_chunk<tn::bf16, VEC>(tn_col");
+       at != std::string::npos;
+       at = backward.source.find("tn::load_stashed_chunk<tn::bf16, VEC>(tn_col", at + 1))
+    ++stashed_reads;
+  CHECK(stashed_reads == 2);
+  CHECK(contains(backward.source, "tn::cluster_arrive();"));
+  CHECK(contains(backward.source, "tn::cluster_wait();"));
+  CHECK(backward.source.find("tn::cluster_wait();") > backward.source.find("tn_workspace +"));
+  // One CTA per row keeps reading the weight through L1 (see column_stash_bytes).
+  const auto one_cta = tilenorm::generate_cuda(
+      lowered("rms_norm_backward"),
+      {DType::bf16, DType::bf16, 8192, config(256, 1, 8, RowStorage::registers)});
+  CHECK(one_cta.persistent);
+  CHECK(one_cta.dynamic_shared_bytes == 32 * 256 * 4);  // the dweight partial sums only
+  CHECK_FALSE(contains(one_cta.source, "load_stashed_chunk<tn::bf16, VEC>(tn_col"));
+  CHECK(contains(one_cta.source, "tn::load_chunk<tn::bf16, VEC, N>(p_weight, c0, col"));
 }
 
 TEST_CASE("codegen: a CTA combines its row groups before writing partials when they fit") {

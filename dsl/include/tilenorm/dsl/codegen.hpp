@@ -62,7 +62,9 @@ struct KernelSpec {
   bool peel_rows = false;
 };
 
-// The dynamic shared memory a launch of `spec` needs (non-zero only for RowStorage::shared).
+// The dynamic shared memory a launch of `spec` needs: the row stashes of RowStorage::shared,
+// the column partial sums of persistent kernels that keep them there, and the copies of the
+// column parameters of persistent cluster kernels.
 std::size_t dynamic_shared_memory_bytes(const LoweredProgram& program, const KernelSpec& spec);
 
 // Why `spec` cannot be generated for `program`, or nothing when it can.
