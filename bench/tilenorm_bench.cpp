@@ -45,7 +45,7 @@ constexpr const char* kDescription =
 constexpr const char* kFooter = R"(
 timing (--timing; the same methods as bench/torch_compare.py):
   events  each sample is one pair of CUDA events around L back-to-back launches, after a GPU
-          spin twice as long as the host took to queue the previous batch
+          spin twice as long as the host took to queue one untimed batch
   graph   the L launches are captured into one CUDA graph; each sample is one replay between
           a pair of events
   L is a whole number of passes over the buffer sets, at least 10 (the JSON's
@@ -418,17 +418,19 @@ class Timer {
         ends_[r].record(stream);
       }
     } else {
+      // The host's queueing time, measured once on an untimed batch. (Not again on the timed
+      // ones: a batch longer than the launch queue keeps the host waiting on the GPU, spin
+      // included, so each sample's time would double the next spin.)
       using Clock = std::chrono::steady_clock;
-      auto begin = Clock::now();
-      for (int i = 0; i < batch; ++i) launch(i % count);  // untimed: the host's queueing time
-      double host_us = std::chrono::duration<double, std::micro>(Clock::now() - begin).count();
+      const auto begin = Clock::now();
+      for (int i = 0; i < batch; ++i) launch(i % count);
+      const double host_us =
+          std::chrono::duration<double, std::micro>(Clock::now() - begin).count();
       for (int r = 0; r < options_.repeats; ++r) {
         helpers_.spin_us(stream, 2.0 * host_us + kSpinMarginUs);
-        begin = Clock::now();
         starts_[r].record(stream);
         for (int i = 0; i < batch; ++i) launch(i % count);
         ends_[r].record(stream);
-        host_us = std::chrono::duration<double, std::micro>(Clock::now() - begin).count();
       }
     }
     stream_.synchronize();

@@ -225,10 +225,12 @@ def time_events(torch, unit, count, repeats, stream):
     back-to-back calls, for work that cannot be captured into a CUDA graph.
 
     Each event pair encloses batch_calls(count) calls (whole passes over the buffer sets, at
-    least BATCH_CALLS), as many as a graph replay holds. Before each
-    pair the GPU sleeps for twice as long as Python took to queue the previous batch, so the
-    whole batch is queued before the GPU reaches the first event, and the calls run back to
-    back without host gaps between them."""
+    least BATCH_CALLS), as many as a graph replay holds. Before each pair the GPU sleeps for
+    twice as long as Python took to queue an untimed batch, so the batch is queued (up to the
+    launch queue's depth) before the GPU reaches the first event, and the calls run back to
+    back without host gaps between them. The queueing time is measured once: a batch longer
+    than the launch queue keeps the host waiting on the GPU, sleep included, so timing each
+    batch again would double the next sleep every sample."""
     calls = batch_calls(count)
     rate = sleep_cycles_per_us(torch)
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(repeats)]
@@ -242,12 +244,10 @@ def time_events(torch, unit, count, repeats, stream):
         for start, end in zip(starts, ends):
             if rate is not None:
                 torch.cuda._sleep(int(rate * (2.0 * host_us + SLEEP_MARGIN_US)))
-            begin = time.perf_counter()
             start.record()
             for i in range(calls):
                 unit(i % count)
             end.record()
-            host_us = 1e6 * (time.perf_counter() - begin)
     torch.cuda.synchronize()
     median_us, min_us = median_and_min(starts, ends)
     return median_us / calls, min_us / calls, calls
