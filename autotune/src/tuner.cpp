@@ -91,17 +91,19 @@ class BufferSets {
   BufferSets(const ir::Program& program, const TuneShape& shape, std::int64_t rows,
              std::size_t l2_bytes) {
     const auto m = static_cast<std::size_t>(rows);
-    const std::size_t tensor_bytes =
-        round_up(m * static_cast<std::size_t>(shape.n) * dtype_size(shape.io_dtype));
+    // Each row tensor at its own dtype (a program may fix one wider than the rows').
+    auto tensor_bytes = [&](const ir::Slot& slot) {
+      return round_up(m * static_cast<std::size_t>(shape.n) *
+                      dtype_size(ir::storage_dtype(slot, shape.io_dtype, shape.param_dtype)));
+    };
     const std::size_t stat_bytes = round_up(m * sizeof(float));
-    std::size_t row_tensors = 0, row_stats = 0;
+    std::size_t row_bytes = 0, row_stats = 0;
     for (const ir::Slot& slot : program.slots) {
-      row_tensors += slot.shape == ir::Shape::tile;
+      if (slot.shape == ir::Shape::tile) row_bytes += tensor_bytes(slot);
       row_stats += slot.shape == ir::Shape::row_scalar;
     }
-    const std::size_t set_bytes = row_tensors * tensor_bytes + row_stats * stat_bytes;
-    const std::size_t count =
-        std::max<std::size_t>(2, 2 * l2_bytes / (row_tensors * tensor_bytes) + 2);
+    const std::size_t set_bytes = row_bytes + row_stats * stat_bytes;
+    const std::size_t count = std::max<std::size_t>(2, 2 * l2_bytes / row_bytes + 2);
     std::size_t free_bytes = 0, total_bytes = 0;
     driver::check(driver::api().cuMemGetInfo(&free_bytes, &total_bytes), "cuMemGetInfo");
     if (count * set_bytes > free_bytes) {
@@ -145,8 +147,8 @@ class BufferSets {
           set.push_back(*shared[i]);
         } else if (slot.shape == ir::Shape::tile) {
           set.push_back(TensorView::contiguous(
-              carve(tensor_bytes), ir::storage_dtype(slot, shape.io_dtype, shape.param_dtype), rows,
-              shape.n));
+              carve(tensor_bytes(slot)), ir::storage_dtype(slot, shape.io_dtype, shape.param_dtype),
+              rows, shape.n));
         } else {
           set.push_back(RowStatView{reinterpret_cast<float*>(carve(stat_bytes)), rows});
         }

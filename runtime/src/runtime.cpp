@@ -15,6 +15,7 @@
 #include "tilenorm/runtime/alignment.hpp"
 #include "tilenorm/runtime/disk_cache.hpp"
 #include "tilenorm/runtime/driver.hpp"
+#include "tilenorm/runtime/footprint.hpp"
 #include "tilenorm/runtime/heuristics.hpp"
 #include "tilenorm/runtime/log.hpp"
 #include "tilenorm/runtime/nvrtc.hpp"
@@ -274,6 +275,45 @@ struct Norm::State {
     return Arg::Kind::rows;
   }
 
+  // The bytes an argument covers (none for a value or an output that is not wanted).
+  static std::optional<Footprint> footprint_of(const Arg& arg) {
+    const TensorView& t = arg.view();
+    if (arg.kind() == Arg::Kind::scalar_value || !t.data) return std::nullopt;
+    const auto size = static_cast<std::int64_t>(dtype_size(t.dtype));
+    const auto address = reinterpret_cast<std::uintptr_t>(t.data);
+    if (t.rows <= 1 || t.row_stride == t.cols)
+      return Footprint{address, 1, 0, t.rows * t.cols * size};
+    return Footprint{address, t.rows, t.row_stride * size, t.cols * size};
+  }
+
+  // No output may share a byte with another argument: the kernels read every input through
+  // __restrict__ pointers, and an output written over an input still to be read is wrong.
+  void refuse_shared_outputs(KernelArgs args) const {
+    for (std::size_t i = 0; i < args.size(); ++i) {
+      if (program.slots[i].role != ir::Role::written) continue;
+      const std::optional<Footprint> output = footprint_of(args[i]);
+      if (!output) continue;
+      for (std::size_t j = 0; j < args.size(); ++j) {
+        const std::optional<Footprint> other = j == i ? std::nullopt : footprint_of(args[j]);
+        if (!other || !footprints_overlap(*output, *other)) continue;
+        fail(labels[i] + " shares memory with " + labels[j] +
+             ": an output may not overlap another argument (in-place launches are not "
+             "supported)");
+      }
+    }
+  }
+
+  // The workspace is written too, so it may not overlap any argument.
+  void refuse_shared_workspace(KernelArgs args, Workspace workspace, std::size_t needed) const {
+    const Footprint scratch{reinterpret_cast<std::uintptr_t>(workspace.data), 1, 0,
+                            static_cast<std::int64_t>(needed)};
+    for (std::size_t i = 0; i < args.size(); ++i) {
+      const std::optional<Footprint> footprint = footprint_of(args[i]);
+      if (footprint && footprints_overlap(scratch, *footprint))
+        fail("the workspace shares memory with " + labels[i]);
+    }
+  }
+
   LaunchShape validate(KernelArgs args) const {
     if (args.size() != program.slots.size()) {
       fail("expected " + std::to_string(program.slots.size()) + " arguments (" + slot_list +
@@ -381,6 +421,7 @@ struct Norm::State {
           break;
       }
     }
+    if (!empty) refuse_shared_outputs(args);
     const int widest = widest_vec(shape.io_dtype, shape.param_dtype);
     shape.max_vec = std::min(max_vec, widest);
     // Alignment peeling: rows that start misaligned (N not a multiple of the vector width with
@@ -564,6 +605,7 @@ struct Norm::State {
            std::to_string(workspace.data ? workspace.bytes : 0));
     }
     if (needed > 0 && !aligned(workspace.data, 16)) fail("the workspace must be 16-byte aligned");
+    if (needed > 0 && shape.rows > 0) refuse_shared_workspace(args, workspace, needed);
     const long long partial_rows = partial_rows_for(k, grid);
 
     union Value {

@@ -114,6 +114,15 @@ TEST_CASE("bad launch arguments are rejected by name and nothing is written") {
   null_w.data = nullptr;
   expect_rejected(b, x, y, null_w, "column 'weight' is a null pointer");
 
+  // In place (y over x), or y's last row over the weight.
+  auto x_as_y = x;
+  expect_rejected(b, x, x_as_y, w,
+                  "row output 'y' shares memory with row input 'x': an output may not overlap "
+                  "another argument (in-place launches are not supported)");
+  auto w_under_y = w;
+  w_under_y.data = b.at(b.y, 63 * 256 * 2);
+  expect_rejected(b, x, y, w_under_y, "row output 'y' shares memory with column 'weight'");
+
   CHECK_THROWS_WITH_AS(
       tilenorm::layer_norm(runtime(), x, std::nullopt,
                            tilenorm::ColumnView{b.at(b.w), DType::bf16, 256}, y, 1e-5f, nullptr),
