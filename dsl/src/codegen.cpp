@@ -134,6 +134,19 @@ Geometry geometry(const KernelSpec& spec) {
   return g;
 }
 
+// The columns of a CTA's slice of the row: the whole row, or one CTA's part of it in a cluster
+// (rounded up to whole chunks of every thread).
+std::int64_t slice_columns(const KernelSpec& spec) {
+  return geometry(spec).iters * spec.config.threads_per_row * spec.config.vec;
+}
+
+// A persistent kernel loops over row blocks on a grid that fits the device: programs that sum
+// across rows, and any kernel that prefetches the next row block.
+bool persistent_kernel(const LoweredProgram& lp, const KernelSpec& spec) {
+  return plan_kernels(lp).persistent ||
+         static_cast<RowStorage>(spec.config.row_storage) == RowStorage::prefetched;
+}
+
 // One row input's shared-memory stash for a CTA, rounded to 16 bytes so the next one stays
 // aligned for vector access.
 std::size_t stash_bytes(const Geometry& g, const KernelSpec& spec, DType dtype) {
@@ -193,12 +206,8 @@ std::size_t shared_partials_bytes(const LoweredProgram& lp, const KernelSpec& sp
 // 62.3%), while persistent kernels of one CTA per row lost up to 9 (LayerNorm backward N =
 // 5120 73.9 -> 64.6%): there the parameters stay in L1 from row to row.
 std::size_t column_stash_bytes(const LoweredProgram& lp, const KernelSpec& spec) {
-  const bool persistent =
-      plan_kernels(lp).persistent ||
-      static_cast<RowStorage>(spec.config.row_storage) == RowStorage::prefetched;
-  if (!persistent || spec.config.ctas_per_row == 1) return 0;
-  const Geometry g = geometry(spec);
-  const std::int64_t columns = g.iters * spec.config.threads_per_row * spec.config.vec;
+  if (!persistent_kernel(lp, spec) || spec.config.ctas_per_row == 1) return 0;
+  const std::int64_t columns = slice_columns(spec);
   std::int64_t bytes = 0;
   for (const ir::Slot& slot : lp.program.slots) {
     if (slot.role == ir::Role::read && slot.shape == ir::Shape::column)
@@ -255,7 +264,7 @@ class Emitter {
     k.plan = plan_;
     k.partials_per_cta = combine_ ? 1 : spec_.config.rows_per_cta;
     k.ctas_per_row = spec_.config.ctas_per_row;
-    k.persistent = plan_.persistent || prefetching();
+    k.persistent = persistent_kernel(lp_, spec_);
     out_ << device_prelude() << "\n";
     if (clustered_) out_ << device_prelude_sm90() << "\n";
     emit_header(k);
@@ -486,9 +495,7 @@ class Emitter {
       const std::string t = slot_type(s);
       out_ << "  " << t << "* tn_col" << i << " = reinterpret_cast<" << t << "*>(tn_dynamic_smem + "
            << offset << ");\n";
-      offset +=
-          static_cast<std::size_t>(geo_.iters * spec_.config.threads_per_row * spec_.config.vec) *
-          dtype_size(slot_dtype(s));
+      offset += static_cast<std::size_t>(slice_columns(spec_)) * dtype_size(slot_dtype(s));
       copies << "      *reinterpret_cast<typename tn::RawVector<sizeof(" << t << ") * VEC>::type*>("
              << column_stash_chunk(i) << ") = tn::fetch_chunk<" << t << ", VEC, N>(p_" << s.name
              << ", c0);\n";

@@ -421,7 +421,7 @@ struct Norm::State {
           break;
       }
     }
-    if (!empty) refuse_shared_outputs(args);
+    refuse_shared_outputs(args);
     const int widest = widest_vec(shape.io_dtype, shape.param_dtype);
     shape.max_vec = std::min(max_vec, widest);
     // Alignment peeling: rows that start misaligned (N not a multiple of the vector width with
@@ -605,7 +605,7 @@ struct Norm::State {
            std::to_string(workspace.data ? workspace.bytes : 0));
     }
     if (needed > 0 && !aligned(workspace.data, 16)) fail("the workspace must be 16-byte aligned");
-    if (needed > 0 && shape.rows > 0) refuse_shared_workspace(args, workspace, needed);
+    if (needed > 0) refuse_shared_workspace(args, workspace, needed);
     const long long partial_rows = partial_rows_for(k, grid);
 
     union Value {
