@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <functional>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -155,9 +156,44 @@ std::size_t stash_bytes(const Geometry& g, const KernelSpec& spec, DType dtype) 
   return (bytes + 15) / 16 * 16;
 }
 
-std::size_t max_reductions_per_phase(const LoweredProgram& lp) {
+// The floats of state a row reduction combines across warps and CTAs: one, or a co-moment's
+// fields (count, two means, centered sum).
+std::size_t state_floats(const ir::Node& reduction) {
+  return reduction.op == Op::comoment ? 4 : 1;
+}
+
+// A co-moment's state holds the means of its operands, so a mean (or sum) of one of them in
+// the same phase is read from it: the co-moment's id and the field, or nothing.
+std::optional<std::pair<NodeId, std::string>> mean_in_comoment(const ir::Graph& g, NodeId r,
+                                                               const std::vector<NodeId>& phase) {
+  const Node& n = g.node(r);
+  if (n.op != Op::reduce_mean && n.op != Op::reduce_sum) return std::nullopt;
+  for (NodeId other : phase) {
+    const Node& m = g.node(other);
+    if (m.op != Op::comoment) continue;
+    if (m.args[0] == n.args[0]) return std::make_pair(other, std::string("avg_a"));
+    if (m.args[1] == n.args[0]) return std::make_pair(other, std::string("avg_b"));
+  }
+  return std::nullopt;
+}
+
+// The reductions of a phase that keep their own accumulator.
+std::vector<NodeId> accumulated(const ir::Graph& g, const std::vector<NodeId>& phase) {
+  std::vector<NodeId> kept;
+  for (NodeId r : phase) {
+    if (!mean_in_comoment(g, r, phase)) kept.push_back(r);
+  }
+  return kept;
+}
+
+std::size_t max_state_floats_per_phase(const LoweredProgram& lp) {
   std::size_t most = 0;
-  for (const auto& phase : lp.reduction_phases) most = std::max(most, phase.size());
+  for (const auto& phase : lp.reduction_phases) {
+    std::size_t floats = 0;
+    for (NodeId r : accumulated(*lp.program.graph, phase))
+      floats += state_floats(lp.program.graph->node(r));
+    most = std::max(most, floats);
+  }
   return most;
 }
 
@@ -438,7 +474,7 @@ class Emitter {
          << "  const int row_in_cta = threadIdx.x / TPR;\n";
     if (clustered_) {
       codegen_sm90::emit_prologue(out_, c.ctas_per_row,
-                                  lp_.reduction_phases.empty() ? 0 : max_reductions_per_phase(lp_));
+                                  lp_.reduction_phases.empty() ? 0 : max_state_floats_per_phase(lp_));
     }
     if (storage_ == RowStorage::shared || shared_partials_ || column_stash_)
       out_ << "  extern __shared__ __align__(16) unsigned char tn_dynamic_smem[];\n";
@@ -464,7 +500,7 @@ class Emitter {
     if (geo_.warps_per_row > 1 && !lp_.reduction_phases.empty()) {
       out_ << "  constexpr int WARPS_PER_ROW = TPR / 32;\n"
            << "  __shared__ float tn_partials[2][RPC * WARPS_PER_ROW * "
-           << max_reductions_per_phase(lp_) << "];\n"
+           << max_state_floats_per_phase(lp_) << "];\n"
            << "  const int warp_in_row = lane / 32;\n"
            << "  int tn_parity = 0;  // alternates per phase, also across row blocks\n";
     }
@@ -649,7 +685,7 @@ class Emitter {
     std::vector<NodeId> roots;
     std::vector<NodeId> column_sums;
     const std::vector<NodeId> reductions =
-        final_pass ? std::vector<NodeId>{} : lp_.reduction_phases[phase];
+        final_pass ? std::vector<NodeId>{} : accumulated(g_, lp_.reduction_phases[phase]);
     std::vector<std::size_t> outputs;
     if (final_pass) {
       for (std::size_t i = 0; i < p_.slots.size(); ++i) {
@@ -665,7 +701,9 @@ class Emitter {
         roots.push_back(g_.node(r).args[0]);
       }
     } else {
-      for (NodeId r : reductions) roots.push_back(g_.node(r).args[0]);
+      for (NodeId r : reductions) {
+        for (int i = 0; i < g_.node(r).arity; ++i) roots.push_back(g_.node(r).args[i]);
+      }
     }
     if (roots.empty()) return;
     const std::vector<NodeId> nodes = element_nodes(roots);
@@ -674,8 +712,12 @@ class Emitter {
                         : "Pass for reduction phase " + std::to_string(phase) + ".")
          << "\n";
     for (NodeId r : reductions) {
-      out_ << "  float acc" << r << " = tn::identity<" << reduce_op_constant(g_.node(r).op)
-           << ">();\n";
+      if (is_comoment(r)) {
+        out_ << "  tn::Comoment acc" << r << " = tn::comoment_identity();\n";
+      } else {
+        out_ << "  float acc" << r << " = tn::identity<" << reduce_op_constant(g_.node(r).op)
+             << ">();\n";
+      }
     }
     const bool unroll_fully =
         rows_in_registers(storage_) || geo_.iters <= 4 || !column_sums.empty();
@@ -702,6 +744,10 @@ class Emitter {
       }
     }
     for (std::size_t i : outputs) out_ << "      float out" << i << "[VEC];\n";
+    // A co-moment collects its operands of the chunk, then adds the chunk as a whole.
+    for (NodeId r : reductions) {
+      if (is_comoment(r)) out_ << "      float cm" << r << "_a[VEC], cm" << r << "_b[VEC];\n";
+    }
     out_ << "#pragma unroll\n      for (int v = 0; v < VEC; ++v) {\n";
     for (NodeId id : nodes) {
       const Node& n = g_.node(id);
@@ -716,6 +762,11 @@ class Emitter {
                                       : "";
     for (NodeId r : reductions) {
       const Node& n = g_.node(r);
+      if (is_comoment(r)) {
+        out_ << "        cm" << r << "_a[v] = " << ref(n.args[0]) << ";\n        cm" << r
+             << "_b[v] = " << ref(n.args[1]) << ";\n";
+        continue;
+      }
       out_ << "        " << mask << "acc" << r << " = tn::combine<" << reduce_op_constant(n.op)
            << ">(acc" << r << ", " << ref(n.args[0]) << ");\n";
     }
@@ -732,13 +783,23 @@ class Emitter {
     for (std::size_t i : outputs)
       out_ << "        out" << i << "[v] = " << ref(slot(static_cast<int>(i)).value) << ";\n";
     out_ << "      }\n";
+    // The chunk's columns inside the row, as for the mask above.
+    const std::string chunk_columns = peel()   ? "-c0, N - c0"
+                                      : ragged ? "0, N - c0"
+                                               : "0, VEC";
+    for (NodeId r : reductions) {
+      if (is_comoment(r)) {
+        out_ << "      tn::comoment_add_chunk<VEC>(acc" << r << ", cm" << r << "_a, cm" << r
+             << "_b, " << chunk_columns << ");\n";
+      }
+    }
     for (std::size_t i : outputs) {
       out_ << "      if (row_valid) tn::store_chunk" << (peel() ? "_peeled<" : "<")
            << slot_type(slot(static_cast<int>(i))) << ", VEC, N>(row" << i << ", c0, out" << i
            << ");\n";
     }
     out_ << "    }\n  }\n";
-    if (!final_pass) emit_row_reduction(reductions);
+    if (!final_pass) emit_row_reduction(reductions, lp_.reduction_phases[phase]);
   }
 
   void emit_row_load(int index) {
@@ -774,40 +835,64 @@ class Emitter {
     }
   }
 
-  void emit_row_reduction(const std::vector<NodeId>& reductions) {
+  bool is_comoment(NodeId r) const { return g_.node(r).op == Op::comoment; }
+
+  // Combines the accumulators of a phase's `reductions` across the row, then defines every
+  // reduction of the phase, including the means its co-moments hold.
+  void emit_row_reduction(const std::vector<NodeId>& reductions, const std::vector<NodeId>& phase) {
     const int width = std::min(spec_.config.threads_per_row, 32);
     for (NodeId r : reductions) {
-      out_ << "  acc" << r << " = tn::group_allreduce<" << reduce_op_constant(g_.node(r).op) << ", "
-           << width << ">(acc" << r << ");\n";
+      if (is_comoment(r)) {
+        out_ << "  acc" << r << " = tn::comoment_allreduce<" << width << ">(acc" << r << ");\n";
+      } else {
+        out_ << "  acc" << r << " = tn::group_allreduce<" << reduce_op_constant(g_.node(r).op)
+             << ", " << width << ">(acc" << r << ");\n";
+      }
     }
     if (geo_.warps_per_row > 1) {
-      const std::size_t k = max_reductions_per_phase(lp_);
+      const std::size_t k = max_state_floats_per_phase(lp_);
       // Two alternating buffers: one barrier per phase is enough, because the next write to
       // a buffer comes after the next phase's barrier, which every reader has passed.
       out_ << "  {\n    float* partials = tn_partials[tn_parity] + row_in_cta * WARPS_PER_ROW * "
            << k << ";\n    tn_parity ^= 1;\n    if (lane % 32 == 0) {\n";
-      for (std::size_t j = 0; j < reductions.size(); ++j) {
-        out_ << "      partials[warp_in_row * " << k << " + " << j << "] = acc" << reductions[j]
-             << ";\n";
+      std::size_t offset = 0;
+      for (NodeId r : reductions) {
+        static constexpr const char* kFields[] = {".n", ".avg_a", ".avg_b", ".c"};
+        for (std::size_t f = 0; f < state_floats(g_.node(r)); ++f) {
+          out_ << "      partials[warp_in_row * " << k << " + " << offset + f << "] = acc" << r
+               << (is_comoment(r) ? kFields[f] : "") << ";\n";
+        }
+        offset += state_floats(g_.node(r));
       }
       out_ << "    }\n    __syncthreads();\n";
-      for (std::size_t j = 0; j < reductions.size(); ++j) {
-        out_ << "    acc" << reductions[j] << " = tn::combine_partials<"
-             << reduce_op_constant(g_.node(reductions[j]).op) << ", WARPS_PER_ROW>(partials + " << j
-             << ", " << k << ");\n";
+      offset = 0;
+      for (NodeId r : reductions) {
+        out_ << "    acc" << r << " = "
+             << (is_comoment(r) ? std::string("tn::combine_comoment_partials<WARPS_PER_ROW>")
+                                : "tn::combine_partials<" + reduce_op_constant(g_.node(r).op) +
+                                      ", WARPS_PER_ROW>")
+             << "(partials + " << offset << ", " << k << ");\n";
+        offset += state_floats(g_.node(r));
       }
       out_ << "  }\n";
     }
     if (clustered_) {
       std::vector<codegen_sm90::ClusterReduction> combined;
-      for (NodeId r : reductions)
-        combined.push_back({"acc" + std::to_string(r), reduce_op_constant(g_.node(r).op)});
+      for (NodeId r : reductions) {
+        combined.push_back({"acc" + std::to_string(r), reduce_op_constant(g_.node(r).op),
+                            is_comoment(r)});
+      }
       codegen_sm90::emit_row_reduction(out_, combined);
     }
-    for (NodeId r : reductions) {
+    for (NodeId r : phase) {
+      if (auto source = mean_in_comoment(g_, r, phase)) {
+        out_ << "  const float " << ref(r) << " = acc" << source->first << "." << source->second
+             << (g_.node(r).op == Op::reduce_sum ? " * static_cast<float>(N)" : "") << ";\n";
+        continue;
+      }
       out_ << "  const float " << ref(r) << " = acc" << r
            << (g_.node(r).op == Op::reduce_mean ? " * (1.0f / static_cast<float>(N))" : "")
-           << ";\n";
+           << (is_comoment(r) ? ".c" : "") << ";\n";
     }
   }
 

@@ -1,8 +1,18 @@
 #include "codegen_sm90.hpp"
 
+#include <iterator>
+
 namespace tilenorm::codegen_sm90 {
 
-void emit_prologue(std::ostream& out, int ctas, std::size_t reductions_per_phase) {
+namespace {
+constexpr const char* kComomentFields[] = {"n", "avg_a", "avg_b", "c"};
+}  // namespace
+
+std::size_t exchange_floats(const ClusterReduction& reduction) {
+  return reduction.comoment ? std::size(kComomentFields) : 1;
+}
+
+void emit_prologue(std::ostream& out, int ctas, std::size_t floats_per_phase) {
   out << "  constexpr int CLUSTER = " << ctas << ";  // CTAs that split each row\n"
       << "  // Launched without clusters of CLUSTER CTAs, the row totals would be wrong: stop.\n"
       << "  if (tn::cluster_ctas() != CLUSTER) __trap();\n"
@@ -11,11 +21,11 @@ void emit_prologue(std::ostream& out, int ctas, std::size_t reductions_per_phase
       << "  // Clusters are 1-D along x and the grid is a multiple of them.\n"
       << "  const long long tn_cluster = blockIdx.x / CLUSTER;\n"
       << "  const long long tn_clusters = gridDim.x / CLUSTER;\n";
-  if (reductions_per_phase == 0) return;
+  if (floats_per_phase == 0) return;
   // Two buffers and mbarriers, used alternately: a CTA pushes into a buffer again only two
   // exchanges later, after waiting on the exchange in between, which every CTA arrives on only
   // once it has read this one.
-  out << "  __shared__ float tn_exchange_slots[2][" << reductions_per_phase << " * CLUSTER];\n"
+  out << "  __shared__ float tn_exchange_slots[2][" << floats_per_phase << " * CLUSTER];\n"
       << "  __shared__ unsigned long long tn_exchange_barrier[2];\n"
       << "  if (threadIdx.x == 0) {\n"
       << "    tn::exchange_init(&tn_exchange_barrier[0], CLUSTER);\n"
@@ -29,16 +39,24 @@ void emit_row_reduction(std::ostream& out, const std::vector<ClusterReduction>& 
   out << "  {\n    const unsigned buffer = tn_exchanges & 1;\n"
       << "    float* slots = tn_exchange_slots[buffer];\n"
       << "    if (lane < CLUSTER) {  // thread `lane` pushes this CTA's totals to CTA `lane`\n";
-  for (std::size_t j = 0; j < reductions.size(); ++j) {
-    out << "      tn::exchange_store(slots + " << j << " * CLUSTER + tn_rank, lane, "
-        << reductions[j].accumulator << ");\n";
+  std::size_t offset = 0;
+  for (const ClusterReduction& r : reductions) {
+    for (std::size_t f = 0; f < exchange_floats(r); ++f) {
+      out << "      tn::exchange_store(slots + " << offset + f << " * CLUSTER + tn_rank, lane, "
+          << r.accumulator << (r.comoment ? std::string(".") + kComomentFields[f] : "") << ");\n";
+    }
+    offset += exchange_floats(r);
   }
   out << "      tn::exchange_arrive(&tn_exchange_barrier[buffer], lane);\n    }\n"
       << "    tn::exchange_wait(&tn_exchange_barrier[buffer], (tn_exchanges >> 1) & 1);\n"
       << "    ++tn_exchanges;\n";
-  for (std::size_t j = 0; j < reductions.size(); ++j) {
-    out << "    " << reductions[j].accumulator << " = tn::combine_slots<" << reductions[j].op
-        << ", CLUSTER>(slots + " << j << " * CLUSTER);\n";
+  offset = 0;
+  for (const ClusterReduction& r : reductions) {
+    out << "    " << r.accumulator << " = "
+        << (r.comoment ? std::string("tn::combine_comoment_slots<CLUSTER>")
+                       : "tn::combine_slots<" + r.op + ", CLUSTER>")
+        << "(slots + " << offset << " * CLUSTER);\n";
+    offset += exchange_floats(r);
   }
   out << "  }\n";
 }

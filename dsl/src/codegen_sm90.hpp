@@ -8,16 +8,22 @@
 
 namespace tilenorm::codegen_sm90 {
 
-// One row reduction the cluster combines: its accumulator variable and its ReduceOp constant.
+// One row reduction the cluster combines: its accumulator variable (a float, or a
+// tn::Comoment for a co-moment) and its ReduceOp constant.
 struct ClusterReduction {
   std::string accumulator;
   std::string op;
+  bool comoment = false;
 };
+
+// The floats a reduction's state takes in an exchange: 1, or a co-moment's 4 fields.
+std::size_t exchange_floats(const ClusterReduction& reduction);
 
 // Declarations every cluster kernel starts with: the cluster size check, this CTA's rank and
 // the first column of its slice, the cluster's index and count, and the exchange buffers with
-// their mbarriers. Each CTA holds one row (rows_per_cta = 1).
-void emit_prologue(std::ostream& out, int ctas, std::size_t reductions_per_phase);
+// their mbarriers (for up to `floats_per_phase` floats of state per phase). Each CTA holds one
+// row (rows_per_cta = 1).
+void emit_prologue(std::ostream& out, int ctas, std::size_t floats_per_phase);
 
 // Turns CTA totals (every thread of the CTA holds them) into row totals.
 void emit_row_reduction(std::ostream& out, const std::vector<ClusterReduction>& reductions);

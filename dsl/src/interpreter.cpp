@@ -94,11 +94,15 @@ class Evaluator {
     }
   }
 
-  // A reduction along the row of the values of node.args[0].
+  // A reduction along the row of the values of node.args[0] (and args[1], for a co-moment).
   void reduce_along_row(NodeId id) {
     const Node& node = p_.graph->node(id);
     const std::int64_t n = in_.cols;
     auto& dst = values_[id];
+    if (node.op == Op::comoment) {
+      dst[0] = comoment(node.args[0], node.args[1]);
+      return;
+    }
     double result = ir::op_info(node.op).identity;
     for (std::int64_t col = 0; col < n; ++col) {
       const double v = at(node.args[0], col);
@@ -107,6 +111,21 @@ class Evaluator {
       if (node.op == Op::reduce_min) result = std::fmin(result, v);
     }
     dst[0] = node.op == Op::reduce_mean ? result / static_cast<double>(n) : result;
+  }
+
+  // The definition, in two passes: the means first, then the sum of centered products.
+  double comoment(NodeId a, NodeId b) {
+    const std::int64_t n = in_.cols;
+    double sum_a = 0.0, sum_b = 0.0;
+    for (std::int64_t col = 0; col < n; ++col) {
+      sum_a += at(a, col);
+      sum_b += at(b, col);
+    }
+    const double mean_a = sum_a / static_cast<double>(n);
+    const double mean_b = sum_b / static_cast<double>(n);
+    double total = 0.0;
+    for (std::int64_t col = 0; col < n; ++col) total += (at(a, col) - mean_a) * (at(b, col) - mean_b);
+    return total;
   }
 
  private:

@@ -106,7 +106,8 @@ NodeId Graph::intern(Node node) {
   if (node.op != Op::round_to) node.dtype = DType::f32;
   if (node.op != Op::load) node.index = 0;
   if (is_reduction(node.op)) {
-    const Shape arg = nodes_[node.args[0]].shape;
+    Shape arg = nodes_[node.args[0]].shape;  // a co-moment reduces its broadcast operands
+    for (int i = 1; i < node.arity; ++i) arg = broadcast(arg, nodes_[node.args[i]].shape);
     if (!varies(arg, node.axis)) {
       throw ProgramError("reduction '" + std::string(op_name(node.op)) + "' " +
                          std::string(axis_name(node.axis)) + " needs a value that varies " +
@@ -177,6 +178,13 @@ NodeId Graph::reduce(Op op, NodeId value, Axis axis) {
   n.op = op;
   n.axis = axis;
   n.args = {value, 0, 0};
+  return intern(n);
+}
+
+NodeId Graph::comoment(NodeId a, NodeId b) {
+  Node n;
+  n.op = Op::comoment;
+  n.args = {a, b, 0};
   return intern(n);
 }
 

@@ -118,6 +118,17 @@ void grad_reduce_max(B& b, const Node& n, NodeId self, NodeId adj) {
 void grad_reduce_min(B& b, const Node& n, NodeId self, NodeId adj) {
   grad_reduce_extreme(b, n, self, adj, Op::less_equal);
 }
+// d/da_j of sum((a - mean(a)) * (b - mean(b))) is b_j - mean(b): the terms through mean(a)
+// cancel, because the centered b sums to zero. Likewise for b.
+void grad_comoment(B& b, const Node& n, NodeId, NodeId adj) {
+  Graph& g = b.graph();
+  auto centered = [&g, &n](int i) {  // zero for an operand constant along the axis
+    if (!varies(g.node(n.args[i]).shape, n.axis)) return g.constant(0.0);
+    return g.binary(Op::sub, n.args[i], g.reduce(Op::reduce_mean, n.args[i], n.axis));
+  };
+  b.add(0, mul(g, adj, centered(1)));
+  b.add(1, mul(g, adj, centered(0)));
+}
 
 using D = double;  // the interpreter's arithmetic
 using F = float;   // the device's, for constant folding
@@ -244,6 +255,10 @@ constexpr OpInfo kOps[] = {
      nullptr,
      nullptr,
      "tn::kMin", kInf, grad_reduce_min},
+    {Op::comoment, "comoment", 2, K::reduction, true,
+     nullptr,
+     nullptr,
+     "tn::kComoment", 0, grad_comoment},
 };
 // clang-format on
 

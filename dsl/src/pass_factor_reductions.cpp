@@ -88,7 +88,7 @@ ir::Program factor_reductions(const ir::Program& program) {
       factorer = std::make_unique<Factorer>(g);
       current = &g;
     }
-    if (ir::is_reduction(node.op) && node.axis == ir::Axis::along_row)
+    if (ir::is_reduction(node.op) && node.axis == ir::Axis::along_row && node.arity == 1)
       return factorer->reduce(node.op, node.args[0]);
     return g.intern(node);
   });

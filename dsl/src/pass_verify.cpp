@@ -106,7 +106,8 @@ void verify(const ir::Program& p) {
            " is outside the fp32 range; kernels compute in fp32, so it would become infinity");
     }
     if (ir::is_reduction(n.op)) {
-      const Shape arg = p.graph->node(n.args[0]).shape;
+      Shape arg = p.graph->node(n.args[0]).shape;
+      for (int i = 1; i < n.arity; ++i) arg = ir::broadcast(arg, p.graph->node(n.args[i]).shape);
       if (!ir::varies(arg, n.axis)) {
         fail("reduction '" + std::string(ir::op_name(n.op)) + "' " +
              std::string(ir::axis_name(n.axis)) + " takes a value that varies that way, got a " +

@@ -45,7 +45,9 @@ LoweredProgram lower(const ir::Program& program) {
   if (dumping) dump("cse", shared.to_string());
   ir::Program factored = passes::cse(passes::factor_reductions(shared));
   if (dumping) dump("factor_reductions", factored.to_string());
-  LoweredProgram lowered = passes::schedule_reductions(factored);
+  ir::Program fused = passes::cse(passes::fuse_moments(factored));
+  if (dumping) dump("fuse_moments", fused.to_string());
+  LoweredProgram lowered = passes::schedule_reductions(fused);
   if (dumping) dump("schedule_reductions", lowered.to_string());
   return lowered;
 }

@@ -158,7 +158,10 @@ CheckReport check_against_interpreter(const Norm& norm, const CheckOptions& o) {
     const std::size_t count = slot_elements(slot.shape, o.rows, o.cols);
     switch (slot.shape) {
       case ir::Shape::tile:
-        if (read) values[i] = random_values(count, seed, -2.0, 2.5, dtype);
+        if (read) {
+          values[i] = random_values(count, seed, -2.0 + o.row_input_offset,
+                                    2.5 + o.row_input_offset, dtype);
+        }
         rows_buffers[i] = make_rows(o, dtype, read ? &values[i] : nullptr);
         args.emplace_back(rows_buffers[i].view);
         break;

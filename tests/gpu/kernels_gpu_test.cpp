@@ -143,6 +143,38 @@ TEST_CASE("the Gemma RMSNorm example matches the interpreter") {
   check_program(gemma_rms_norm());
 }
 
+TEST_CASE("LayerNorm's one-phase statistics survive a large offset, on one CTA and clusters") {
+  // fp32 rows of 1000 + [-2, 2.5): E[x^2] - E[x]^2 in fp32 would lose about 2^-24 * 1000^2 /
+  // 1.7, some 4% of the variance; the co-moment's per-chunk centering and pairwise combine
+  // must keep rstd within fp32 tolerance (1e-5). Only the statistics are compared: y itself
+  // inherits the rounding of x - mean at 1000 (about 6e-5 / std), beyond fp32's tolerance for
+  // any fp32 kernel. N = 12345 is ragged; 65536 runs on a cluster on sm_90.
+  const tilenorm::Norm& norm = tilenorm::kernels::builtin(shared_runtime(), "layer_norm");
+  for (std::int64_t n : {1000, 12345, 65536}) {
+    for (double offset : {1000.0, -3000.0}) {
+      CAPTURE(n);
+      CAPTURE(offset);
+      const auto report = tilenorm::check_against_interpreter(
+          norm, {.io_dtype = DType::f32,
+                 .param_dtype = DType::f32,
+                 .rows = 64,
+                 .cols = n,
+                 .seed = static_cast<std::uint64_t>(4242 + n),
+                 .row_input_offset = offset});
+      INFO(report.describe());
+      CHECK(report.unwritten == 0);
+      int statistics = 0;
+      for (const auto& output : report.outputs) {
+        if (output.name != "mean" && output.name != "rstd") continue;
+        CAPTURE(output.name);
+        CHECK(output.comparison.ok());
+        ++statistics;
+      }
+      CHECK(statistics == 2);
+    }
+  }
+}
+
 TEST_CASE("every row storage mode gives the same results") {
   const tilenorm::Norm& norm = tilenorm::kernels::builtin(shared_runtime(), "layer_norm");
   for (int storage = 0; storage <= 2; ++storage) {
@@ -169,8 +201,8 @@ TEST_CASE("clusters of every size split a row and give the interpreter's results
             << shared_runtime().arch());
     return;
   }
-  // Each cluster size, one and two rows per CTA, a ragged last slice (N = 20000), and the
-  // two-phase LayerNorm beside the one-phase RMSNorm.
+  // Each cluster size, one and two rows per CTA, a ragged last slice (N = 20000), and
+  // LayerNorm (a co-moment exchanged as four floats) beside RMSNorm (one sum).
   for (const char* name : {"layer_norm", "rms_norm"}) {
     const tilenorm::Norm& norm = tilenorm::kernels::builtin(shared_runtime(), name);
     for (int ctas : {2, 4, 8, 16}) {

@@ -83,7 +83,7 @@ TEST_CASE("ops: every operation has one row, in Op order, with a unique name") {
         CHECK(std::string(info.cuda).find("$" + std::to_string(info.arity)) == std::string::npos);
         break;
       case OpKind::reduction:
-        CHECK(info.arity == 1);
+        CHECK(info.arity == (op == Op::comoment ? 2 : 1));
         CHECK(static_cast<bool>(info.evaluate) == false);
         CHECK(static_cast<bool>(info.fold) == false);
         CHECK(std::string(info.cuda).starts_with("tn::k"));
@@ -98,7 +98,7 @@ TEST_CASE("ops: every operation has one row, in Op order, with a unique name") {
 }
 
 TEST_CASE("ops: the properties of the individual rows") {
-  const std::set<Op> commutative = {Op::add, Op::mul, Op::min, Op::max};
+  const std::set<Op> commutative = {Op::add, Op::mul, Op::min, Op::max, Op::comoment};
   for (Op op : all_ops()) {
     CAPTURE(ir::op_name(op));
     CHECK(ir::is_commutative(op) == (commutative.count(op) == 1));

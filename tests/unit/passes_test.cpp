@@ -140,7 +140,12 @@ tilenorm::LoweredProgram lower_checking_every_pass(const ir::Program& program) {
     INFO("after factor_reductions:\n", factored.to_string());
     check_same_results(program, expected, interpret_on_random_inputs(factored));
   }
-  tilenorm::LoweredProgram lowered = passes::schedule_reductions(factored);
+  const ir::Program fused = passes::cse(passes::fuse_moments(factored));
+  {
+    INFO("after fuse_moments:\n", fused.to_string());
+    check_same_results(program, expected, interpret_on_random_inputs(fused));
+  }
+  tilenorm::LoweredProgram lowered = passes::schedule_reductions(fused);
   {
     INFO("after schedule_reductions:\n", lowered.to_string());
     check_same_results(program, expected, interpret_on_random_inputs(lowered.program));
@@ -707,25 +712,33 @@ TEST_CASE("cse: does not reorder the operands of operations that do not commute"
 
 // ---- factor_reductions and schedule_reductions
 
-TEST_CASE("schedule_reductions: RMSNorm needs one phase, LayerNorm two") {
+TEST_CASE("schedule_reductions: RMSNorm and LayerNorm need one phase each") {
   for (const auto& kernel : tilenorm::kernels::builtin_kernels()) {
     if (!is_forward(kernel.name)) continue;
     CAPTURE(kernel.name);
     const auto lowered = tilenorm::lower(kernel.program);
     const bool is_layer_norm = kernel.name.starts_with("layer_norm");
-    REQUIRE(lowered.reduction_phases.size() == (is_layer_norm ? 2u : 1u));
-    for (const auto& phase : lowered.reduction_phases) CHECK(phase.size() == 1);
+    REQUIRE(lowered.reduction_phases.size() == 1u);
+    CHECK(lowered.reduction_phases[0].size() == (is_layer_norm ? 2u : 1u));
     CHECK(lowered.cross_row_reductions.empty());
   }
+  // The variance, written as the mean of squared deviations, became a co-moment beside the
+  // mean (fuse_moments); without that pass it waits for the mean, in a second phase.
   const auto layer_norm = tilenorm::lower(tilenorm::kernels::builtin_program("layer_norm"));
   CHECK(expression(layer_norm.program, layer_norm.reduction_phases[0][0]) == "mean(x)");
-  CHECK(expression(layer_norm.program, layer_norm.reduction_phases[1][0]) ==
+  CHECK(expression(layer_norm.program, layer_norm.reduction_phases[0][1]) == "comoment(x, x)");
+  CHECK(slot_expression(layer_norm.program, "rstd") ==
+        "rsqrt(add(div(comoment(x, x), N), eps))");
+  const auto unfused = passes::schedule_reductions(passes::cse(passes::factor_reductions(
+      passes::cse(passes::simplify(tilenorm::kernels::builtin_program("layer_norm"))))));
+  REQUIRE(unfused.reduction_phases.size() == 2u);
+  CHECK(expression(unfused.program, unfused.reduction_phases[1][0]) ==
         "mean(mul(sub(x, mean(x)), sub(x, mean(x))))");
 }
 
 TEST_CASE(
-    "schedule_reductions: the derived backward kernels need one phase with saved "
-    "statistics, and the forward's phases when recomputing") {
+    "schedule_reductions: the derived backward kernels need one phase, with saved or "
+    "recomputed statistics") {
   struct Expected {
     const char* name;
     std::vector<std::size_t> phase_sizes;
@@ -737,10 +750,11 @@ TEST_CASE(
       {"layer_norm_no_affine_backward", {2}, 0},
       {"rms_norm_backward", {1}, 1},
       {"rms_norm_no_weight_backward", {1}, 0},
-      // Recomputing: mean(x) and sum(dy * w) first, then the variance and sum(dy * w * x).
-      {"layer_norm_backward_recompute", {2, 2}, 2},
-      {"layer_norm_no_bias_backward_recompute", {2, 2}, 1},
-      {"layer_norm_no_affine_backward_recompute", {2, 2}, 0},
+      // Recomputing: mean(x), sum(dy * w) and two co-moments (the variance, and the centered
+      // sum(dy * w * (x - mean))), all in one phase.
+      {"layer_norm_backward_recompute", {4}, 2},
+      {"layer_norm_no_bias_backward_recompute", {4}, 1},
+      {"layer_norm_no_affine_backward_recompute", {4}, 0},
       {"rms_norm_backward_recompute", {2}, 1},
       {"rms_norm_no_weight_backward_recompute", {2}, 0},
   };
@@ -786,9 +800,9 @@ TEST_CASE("schedule_reductions: phase_after and after_cross_row place every node
     }
     CHECK(lowered.after_cross_row[id] == after);
   }
-  // The gradient dx waits for both phases; the loads wait for none.
+  // The gradient dx waits for the one phase; the loads wait for none.
   const auto dx = lowered.program.slots[*lowered.program.find_slot("dx")].value;
-  CHECK(lowered.phase_after[dx] == 1);
+  CHECK(lowered.phase_after[dx] == 0);
   for (ir::NodeId id : lowered.program.reachable_nodes()) {
     if (g.node(id).op == Op::load) CHECK(lowered.phase_after[id] == -1);
   }
@@ -915,6 +929,35 @@ TEST_CASE("factor_reductions: a sum whose terms wait on nothing stays one reduct
   CHECK(lowered.reduction_phases[0].size() == 1);
 }
 
+TEST_CASE("fuse_moments: centered sums become co-moments only where that saves a phase") {
+  const auto program = dsl::make_program("moments", [](auto& p) {
+    auto x = p.input("x");
+    auto g = p.input("g");
+    auto w = p.column("w");
+    auto centered = x - mean(x);
+    p.save("variance", mean(centered * centered));
+    p.save("covariance", sum(centered * (g * w)));
+    // Both factors centered: the second one's mean drops out.
+    p.save("both", sum((g - mean(g)) * centered));
+    // The other factor needs mean(x) itself: no co-moment can do without it.
+    p.save("dependent", sum(centered * (centered * w)));
+    // The other factor waits for a reduction of mean(x)'s phase anyway: nothing to gain.
+    p.save("no_gain", sum(centered * (g * max(g))));
+    p.output("y", centered * w);
+  });
+  const auto lowered = lower_checking_every_pass(program);
+  CHECK(slot_expression(lowered.program, "variance") == "div(comoment(x, x), N)");
+  CHECK(slot_expression(lowered.program, "covariance") == "comoment(mul(g, w), x)");
+  CHECK(slot_expression(lowered.program, "both") == "comoment(g, x)");
+  CHECK(slot_expression(lowered.program, "dependent").starts_with("sum(mul("));
+  CHECK(slot_expression(lowered.program, "no_gain").starts_with("sum(mul("));
+  // mean(x), max(g) and the three co-moments in phase 0 (mean(g) is no longer needed); the
+  // two sums that wait for mean(x) after them.
+  REQUIRE(lowered.reduction_phases.size() == 2);
+  CHECK(lowered.reduction_phases[0].size() == 5);
+  CHECK(lowered.reduction_phases[1].size() == 2);
+}
+
 TEST_CASE("factor_reductions: centered sums cancel") {
   const auto program = dsl::make_program("centered", [](auto& p) {
     auto x = p.input("x");
@@ -938,8 +981,8 @@ TEST_CASE("factor_reductions: centered sums cancel") {
   }
   CHECK(slot_expression(lowered.program, "vanished") == "-0");
   CHECK(slot_expression(lowered.program, "vanished_mean") == "-0");
-  CHECK(slot_expression(lowered.program, "kept") ==
-        "sum(mul(sub(mul(w, x), mean(mul(w, x))), sub(mul(w, x), mean(mul(w, x)))))");
+  // (A centered sum of squares that does not vanish becomes a co-moment: fuse_moments.)
+  CHECK(slot_expression(lowered.program, "kept") == "comoment(mul(w, x), mul(w, x))");
   // Only a mean of the same value cancels.
   const auto other = dsl::make_program("not_centered", [](auto& p) {
     auto x = p.input("x");
@@ -976,7 +1019,8 @@ TEST_CASE("lower: TILENORM_DUMP_IR=1 prints the IR after every pass") {
   }
   std::size_t position = 0;
   for (const char* pass :
-       {"front end", "verify", "simplify", "cse", "factor_reductions", "schedule_reductions"}) {
+       {"front end", "verify", "simplify", "cse", "factor_reductions", "fuse_moments",
+        "schedule_reductions"}) {
     CAPTURE(pass);
     const auto header = "=== tilenorm IR after " + std::string(pass) + " ===\n";
     const auto found = text.find(header, position);
@@ -1002,7 +1046,8 @@ TEST_CASE("lower: LoweredProgram::to_string lists the phases with the listing's 
   const std::string text = lowered.to_string();
   CHECK(text.starts_with(lowered.program.to_string()));
   CHECK(text.find("  %2 = mean %0  : RowScalar\n") != std::string::npos);
-  CHECK(text.ends_with("  reduction phase 0: %2\n  reduction phase 1: %5\n"));
+  CHECK(text.find("  %4 = comoment %0, %0  : RowScalar\n") != std::string::npos);
+  CHECK(text.ends_with("  reduction phase 0: %2 %4\n"));
   const auto backward = tilenorm::lower(tilenorm::kernels::builtin_program("rms_norm_backward"));
   const std::string backward_text = backward.to_string();
   CHECK(backward_text.find("  %20 = sum<across_rows> %5  : Column\n") != std::string::npos);

@@ -85,8 +85,11 @@ enum class Op : std::uint8_t {
   reduce_mean,
   reduce_max,
   reduce_min,
+  // The co-moment of two values along the row: sum of (a - mean(a)) * (b - mean(b)). It takes
+  // one reduction phase where the centered sum it replaces takes two (fuse_moments).
+  comoment,
 };
-inline constexpr std::size_t kOpCount = static_cast<std::size_t>(Op::reduce_min) + 1;
+inline constexpr std::size_t kOpCount = static_cast<std::size_t>(Op::comoment) + 1;
 
 using NodeId = std::uint32_t;
 
@@ -122,6 +125,7 @@ class Graph {
   NodeId binary(Op op, NodeId a, NodeId b);
   NodeId select(NodeId condition, NodeId if_true, NodeId if_false);
   NodeId reduce(Op op, NodeId value, Axis axis = Axis::along_row);
+  NodeId comoment(NodeId a, NodeId b);
 
  private:
   std::vector<Node> nodes_;

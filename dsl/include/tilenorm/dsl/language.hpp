@@ -231,6 +231,14 @@ template <class P, Shape S>
 auto min(const Value<P, S>& a) {
   return detail::reduce(ir::Op::reduce_min, a);
 }
+// The co-moment along the row: sum((a - mean(a)) * (b - mean(b))); comoment(x, x) / N is the
+// variance. Writing the centered sum out (mean((x - mean(x)) * (x - mean(x)))) compiles to the
+// same one-phase kernel.
+template <class P, Shape A, Shape B>
+auto comoment(const Value<P, A>& a, const Value<P, B>& b) {
+  detail::check_reducible<ir::broadcast(A, B)>();
+  return RowScalar<P>(a.graph(), a.graph()->comoment(a.id(), b.id()));
+}
 
 // ---- Declaring a program.
 

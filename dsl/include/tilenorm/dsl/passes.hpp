@@ -1,6 +1,7 @@
 #pragma once
 // The lowering pipeline, one pass per file, always run in this order:
-//   verify -> simplify (constant folding) -> cse -> factor_reductions -> schedule_reductions
+//   verify -> simplify (constant folding) -> cse -> factor_reductions -> fuse_moments
+//   -> schedule_reductions
 // Autodiff (autodiff.hpp) runs before it and produces an ordinary program. Setting
 // TILENORM_DUMP_IR=1 prints the IR after each pass to stderr.
 #include <string>
@@ -42,6 +43,10 @@ ir::Program cse(const ir::Program& program);
 // cancels centered sums (sum(t - mean(t)) = 0), so that reductions wait on as little as
 // possible.
 ir::Program factor_reductions(const ir::Program& program);
+// Turns centered sums along the row, sum((t - mean(t)) * u) (a variance, or LayerNorm's
+// backward term), into co-moments of t and u, which run in the phase of mean(t) instead of
+// the one after it: LayerNorm's statistics then take one phase, like RMSNorm's.
+ir::Program fuse_moments(const ir::Program& program);
 // Groups independent reductions into phases.
 LoweredProgram schedule_reductions(const ir::Program& program);
 
