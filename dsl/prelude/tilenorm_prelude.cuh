@@ -350,10 +350,12 @@ __device__ __forceinline__ float combine_partials(const float* partials, int str
   return v;
 }
 
-// ---- Co-moments: sum((a - avg(a)) * (b - avg(b))) along a row in one phase. A state holds
-// the count of its columns, their two averages and their centered sum; two states combine
-// exactly (the pairwise update of Chan, Golub and LeVeque), so nothing waits for the row's
-// average before centering, and the sum is as well conditioned as the two-pass one.
+// ---- Co-moments: sum((a - avg(a)) * (b - avg(b))) along a row in one phase. Each thread
+// centers its own columns around their averages (two passes over values it holds), and the
+// row combines the threads' states, each the count of its columns, their two averages and
+// their centered sum, pairwise and exactly (the update of Chan, Golub and LeVeque): nothing
+// waits for the row's average before centering, and the sum is as well conditioned as the
+// two-pass one.
 struct Comoment {
   float n, avg_a, avg_b, c;
 };
@@ -363,16 +365,23 @@ __device__ __forceinline__ Comoment comoment_identity() {
 }
 
 // Symmetric bit for bit (explicit roundings: an FMA would depend on the operand order), so
-// every lane of a butterfly ends with the same state.
+// every lane of a butterfly ends with the same state. Equal: both states count the same
+// columns (every thread holds whole chunks), so the weights are 1/2 and need no division.
+template <bool Equal>
 __device__ __forceinline__ Comoment combine_comoments(const Comoment& x, const Comoment& y) {
-  if (y.n == 0.0f) return x;
-  if (x.n == 0.0f) return y;
-  const float n = __fadd_rn(x.n, y.n);
-  const float inv = __fdividef(1.0f, n);  // no slow path: a count is a positive integer <= N
-  const float wx = __fmul_rn(x.n, inv), wy = __fmul_rn(y.n, inv);
   const float da = __fsub_rn(y.avg_a, x.avg_a), db = __fsub_rn(y.avg_b, x.avg_b);
   Comoment r;
-  r.n = n;
+  r.n = __fadd_rn(x.n, y.n);
+  if (Equal) {
+    r.avg_a = __fmul_rn(__fadd_rn(x.avg_a, y.avg_a), 0.5f);
+    r.avg_b = __fmul_rn(__fadd_rn(x.avg_b, y.avg_b), 0.5f);
+    r.c = __fadd_rn(__fadd_rn(x.c, y.c), __fmul_rn(__fmul_rn(da, db), __fmul_rn(x.n, 0.5f)));
+    return r;
+  }
+  if (y.n == 0.0f) return x;
+  if (x.n == 0.0f) return y;
+  const float inv = __fdividef(1.0f, r.n);  // no slow path: a count is a positive integer <= N
+  const float wx = __fmul_rn(x.n, inv), wy = __fmul_rn(y.n, inv);
   r.avg_a = __fadd_rn(__fmul_rn(x.avg_a, wx), __fmul_rn(y.avg_a, wy));
   r.avg_b = __fadd_rn(__fmul_rn(x.avg_b, wx), __fmul_rn(y.avg_b, wy));
   r.c = __fadd_rn(__fadd_rn(x.c, y.c),
@@ -380,40 +389,7 @@ __device__ __forceinline__ Comoment combine_comoments(const Comoment& x, const C
   return r;
 }
 
-// Adds the columns [first, last) of a chunk (indices clipped to the chunk): their own averages
-// and centered sum first, then a weighted update of the thread's state (from an empty state it
-// takes the chunk's values exactly). One thread's order is fixed, so the update need not be
-// symmetric like combine_comoments.
-template <int V>
-__device__ __forceinline__ void comoment_add_chunk(Comoment& acc, const float (&a)[V],
-                                                   const float (&b)[V], int first, int last) {
-  float count = 0.0f, sum_a = 0.0f, sum_b = 0.0f;
-#pragma unroll
-  for (int v = 0; v < V; ++v) {
-    if (v >= first && v < last) {
-      count += 1.0f;
-      sum_a += a[v];
-      sum_b += b[v];
-    }
-  }
-  if (count == 0.0f) return;
-  const float inv = __fdividef(1.0f, count);
-  const float avg_a = sum_a * inv, avg_b = sum_b * inv;
-  float c = 0.0f;
-#pragma unroll
-  for (int v = 0; v < V; ++v) {
-    if (v >= first && v < last) c += (a[v] - avg_a) * (b[v] - avg_b);
-  }
-  const float n = acc.n + count;
-  const float weight = __fdividef(count, n);
-  const float da = avg_a - acc.avg_a, db = avg_b - acc.avg_b;
-  acc.avg_a += da * weight;
-  acc.avg_b += db * weight;
-  acc.c += c + da * db * (acc.n * weight);
-  acc.n = n;
-}
-
-template <int Width>
+template <int Width, bool Equal>
 __device__ __forceinline__ Comoment comoment_allreduce(Comoment s) {
 #pragma unroll
   for (int offset = Width / 2; offset > 0; offset /= 2) {
@@ -421,7 +397,7 @@ __device__ __forceinline__ Comoment comoment_allreduce(Comoment s) {
                          __shfl_xor_sync(0xffffffffu, s.avg_a, offset),
                          __shfl_xor_sync(0xffffffffu, s.avg_b, offset),
                          __shfl_xor_sync(0xffffffffu, s.c, offset)};
-    s = combine_comoments(s, other);
+    s = combine_comoments<Equal>(s, other);
   }
   return s;
 }
@@ -431,13 +407,19 @@ __device__ __forceinline__ Comoment load_comoment(const float* fields, int field
   return {fields[0], fields[field_stride], fields[2 * field_stride], fields[3 * field_stride]};
 }
 
-// Combines `count` per-warp states, each stored as consecutive fields, `stride` floats apart.
-template <int Count>
+// Combines Count states (a power of two, at most 32) that every lane can load: lane i loads
+// state i % Count, and a butterfly over groups of Count lanes leaves every lane with the
+// total, log2(Count) combines deep, with pairs of equal counts at every level.
+template <int Count, bool Equal, class Load>
+__device__ __forceinline__ Comoment combine_comoment_states(Load state) {
+  return comoment_allreduce<Count, Equal>(state(static_cast<int>(threadIdx.x % 32) % Count));
+}
+
+// Combines `Count` per-warp states, each stored as consecutive fields, `stride` floats apart.
+template <int Count, bool Equal>
 __device__ __forceinline__ Comoment combine_comoment_partials(const float* partials, int stride) {
-  Comoment s = load_comoment(partials, 1);
-#pragma unroll
-  for (int i = 1; i < Count; ++i) s = combine_comoments(s, load_comoment(partials + i * stride, 1));
-  return s;
+  return combine_comoment_states<Count, Equal>(
+      [&](int i) { return load_comoment(partials + i * stride, 1); });
 }
 
 }  // namespace tn

@@ -98,13 +98,11 @@ __device__ __forceinline__ float combine_slots(const float* slots) {
   return total;
 }
 
-// Combines Count co-moment states in rank order; field f of rank r is at slots[f * Count + r].
-template <int Count>
+// Combines Count co-moment states; field f of rank r is at slots[f * Count + r].
+template <int Count, bool Equal>
 __device__ __forceinline__ Comoment combine_comoment_slots(const float* slots) {
-  Comoment s = load_comoment(slots, Count);
-#pragma unroll
-  for (int rank = 1; rank < Count; ++rank) s = combine_comoments(s, load_comoment(slots + rank, Count));
-  return s;
+  return combine_comoment_states<Count, Equal>(
+      [&](int rank) { return load_comoment(slots + rank, Count); });
 }
 
 }  // namespace tn

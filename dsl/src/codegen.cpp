@@ -713,7 +713,9 @@ class Emitter {
          << "\n";
     for (NodeId r : reductions) {
       if (is_comoment(r)) {
-        out_ << "  tn::Comoment acc" << r << " = tn::comoment_identity();\n";
+        out_ << "  tn::Comoment acc" << r << " = tn::comoment_identity();\n"
+             << "  float cm" << r << "_sum_a = 0.0f, cm" << r << "_sum_b = 0.0f"
+             << (uniform_counts() ? "" : ", cm" + std::to_string(r) + "_n = 0.0f") << ";\n";
       } else {
         out_ << "  float acc" << r << " = tn::identity<" << reduce_op_constant(g_.node(r).op)
              << ">();\n";
@@ -725,46 +727,19 @@ class Emitter {
     out_ << "  for (int it = 0; it < ITERS; ++it) {\n"
          << "    const int c0 = " << chunk_column() << ";\n"
          << "    if (c0 < N) {\n";
-    for (NodeId id : nodes) {
-      const Node& n = g_.node(id);
-      if (n.op == Op::load && n.shape == Shape::tile) emit_row_load(n.index);
-      if (n.op == Op::load && n.shape == Shape::column) {
-        const ir::Slot& s = slot(n.index);
-        // Peeled rows shift the chunks per row, so a column parameter's chunk is generally not
-        // aligned; load_column_chunk_peeled reads the aligned vectors around it.
-        out_ << "      float col" << n.index << "[VEC];\n";
-        if (column_stash_) {
-          out_ << "      tn::load_stashed_chunk<" << slot_type(s) << ", VEC>("
-               << column_stash_chunk(static_cast<std::size_t>(n.index)) << ", col" << n.index
-               << ");\n";
-        } else {
-          out_ << "      tn::" << (peel() ? "load_column_chunk_peeled<" : "load_chunk<")
-               << slot_type(s) << ", VEC, N>(p_" << s.name << ", c0, col" << n.index << ");\n";
-        }
-      }
-    }
+    emit_chunk_loads(nodes);
     for (std::size_t i : outputs) out_ << "      float out" << i << "[VEC];\n";
-    // A co-moment collects its operands of the chunk, then adds the chunk as a whole.
-    for (NodeId r : reductions) {
-      if (is_comoment(r)) out_ << "      float cm" << r << "_a[VEC], cm" << r << "_b[VEC];\n";
-    }
     out_ << "#pragma unroll\n      for (int v = 0; v < VEC; ++v) {\n";
-    for (NodeId id : nodes) {
-      const Node& n = g_.node(id);
-      if (n.op == Op::load) continue;
-      out_ << "        const float " << ref(id) << " = " << expression(id) << ";\n";
-    }
-    // Reductions skip the columns of a chunk that lie outside the row: past N and, for peeled
-    // rows, before 0.
-    const bool ragged = spec_.n % spec_.config.vec != 0;
-    const std::string mask = peel()   ? "if (c0 + v >= 0 && c0 + v < N) "
-                             : ragged ? "if (c0 + v < N) "
-                                      : "";
+    emit_element_values(nodes);
+    const std::string mask = column_mask();
     for (NodeId r : reductions) {
       const Node& n = g_.node(r);
       if (is_comoment(r)) {
-        out_ << "        cm" << r << "_a[v] = " << ref(n.args[0]) << ";\n        cm" << r
-             << "_b[v] = " << ref(n.args[1]) << ";\n";
+        // The first of a co-moment's two passes over this thread's columns: their sums.
+        const std::string c = "cm" + std::to_string(r);
+        out_ << "        " << mask << "{\n          " << c << "_sum_a += " << ref(n.args[0])
+             << ";\n          " << c << "_sum_b += " << ref(n.args[1]) << ";\n"
+             << (uniform_counts() ? "" : "          " + c + "_n += 1.0f;\n") << "        }\n";
         continue;
       }
       out_ << "        " << mask << "acc" << r << " = tn::combine<" << reduce_op_constant(n.op)
@@ -783,23 +758,115 @@ class Emitter {
     for (std::size_t i : outputs)
       out_ << "        out" << i << "[v] = " << ref(slot(static_cast<int>(i)).value) << ";\n";
     out_ << "      }\n";
-    // The chunk's columns inside the row, as for the mask above.
-    const std::string chunk_columns = peel()   ? "-c0, N - c0"
-                                      : ragged ? "0, N - c0"
-                                               : "0, VEC";
-    for (NodeId r : reductions) {
-      if (is_comoment(r)) {
-        out_ << "      tn::comoment_add_chunk<VEC>(acc" << r << ", cm" << r << "_a, cm" << r
-             << "_b, " << chunk_columns << ");\n";
-      }
-    }
     for (std::size_t i : outputs) {
       out_ << "      if (row_valid) tn::store_chunk" << (peel() ? "_peeled<" : "<")
            << slot_type(slot(static_cast<int>(i))) << ", VEC, N>(row" << i << ", c0, out" << i
            << ");\n";
     }
     out_ << "    }\n  }\n";
-    if (!final_pass) emit_row_reduction(reductions, lp_.reduction_phases[phase]);
+    if (final_pass) return;
+    emit_centering_pass(reductions);
+    emit_row_reduction(reductions, lp_.reduction_phases[phase]);
+  }
+
+  // Reductions skip the columns of a chunk that lie outside the row: past N and, for peeled
+  // rows, before 0.
+  std::string column_mask() const {
+    const bool ragged = spec_.n % spec_.config.vec != 0;
+    return peel() ? "if (c0 + v >= 0 && c0 + v < N) " : ragged ? "if (c0 + v < N) " : "";
+  }
+
+  // Whether every thread of a row holds the same number of its columns (whole chunks, no
+  // peeling): then co-moment states always combine with equal counts, which needs no division.
+  bool uniform_counts() const {
+    return !peel() && spec_.n == geo_.iters * spec_.config.threads_per_row * spec_.config.vec *
+                                     std::max(1, spec_.config.ctas_per_row);
+  }
+  std::string equal_counts() const { return uniform_counts() ? "true" : "false"; }
+  // Whether one warp's shuffles reach every column of a row (no barrier, no cluster exchange).
+  bool row_in_one_warp() const { return geo_.warps_per_row == 1 && !clustered_; }
+
+  // The loads of a chunk that `nodes` need: row chunks and column-parameter chunks.
+  void emit_chunk_loads(const std::vector<NodeId>& nodes) {
+    for (NodeId id : nodes) {
+      const Node& n = g_.node(id);
+      if (n.op == Op::load && n.shape == Shape::tile) emit_row_load(n.index);
+      if (n.op == Op::load && n.shape == Shape::column) {
+        const ir::Slot& s = slot(n.index);
+        // Peeled rows shift the chunks per row, so a column parameter's chunk is generally not
+        // aligned; load_column_chunk_peeled reads the aligned vectors around it.
+        out_ << "      float col" << n.index << "[VEC];\n";
+        if (column_stash_) {
+          out_ << "      tn::load_stashed_chunk<" << slot_type(s) << ", VEC>("
+               << column_stash_chunk(static_cast<std::size_t>(n.index)) << ", col" << n.index
+               << ");\n";
+        } else {
+          out_ << "      tn::" << (peel() ? "load_column_chunk_peeled<" : "load_chunk<")
+               << slot_type(s) << ", VEC, N>(p_" << s.name << ", c0, col" << n.index << ");\n";
+        }
+      }
+    }
+  }
+
+  void emit_element_values(const std::vector<NodeId>& nodes) {
+    for (NodeId id : nodes) {
+      if (g_.node(id).op == Op::load) continue;
+      out_ << "        const float " << ref(id) << " = " << expression(id) << ";\n";
+    }
+  }
+
+  // A co-moment's second pass over this thread's columns: the centered products around the
+  // thread's own averages (exact two-pass arithmetic, and no division per chunk). The row
+  // then combines the threads' states (count, averages, centered sum) pairwise.
+  void emit_centering_pass(const std::vector<NodeId>& reductions) {
+    std::vector<NodeId> comoments, roots;
+    for (NodeId r : reductions) {
+      if (!is_comoment(r)) continue;
+      comoments.push_back(r);
+      roots.push_back(g_.node(r).args[0]);
+      roots.push_back(g_.node(r).args[1]);
+    }
+    if (comoments.empty()) return;
+    const int width = std::min(spec_.config.threads_per_row, 32);
+    for (NodeId r : comoments) {
+      const std::string c = "cm" + std::to_string(r), acc = "acc" + std::to_string(r);
+      if (row_in_one_warp()) {
+        // Shuffles alone reach the whole row: center on the row's own averages (the two-pass
+        // arithmetic, with no barrier between the passes), so no states need combining.
+        out_ << "  " << acc << ".n = static_cast<float>(N);\n";
+        for (const char* side : {"a", "b"}) {
+          out_ << "  " << acc << ".avg_" << side << " = tn::group_allreduce<tn::kSum, " << width
+               << ">(" << c << "_sum_" << side << ") * (1.0f / static_cast<float>(N));\n";
+        }
+      } else if (uniform_counts()) {
+        out_ << "  " << acc << ".n = static_cast<float>(ITERS * VEC);\n";
+        for (const char* side : {"a", "b"}) {
+          out_ << "  " << acc << ".avg_" << side << " = " << c << "_sum_" << side
+               << " * (1.0f / static_cast<float>(ITERS * VEC));\n";
+        }
+      } else {  // a thread past the end of the row holds no columns
+        out_ << "  " << acc << ".n = " << c << "_n;\n";
+        for (const char* side : {"a", "b"}) {
+          out_ << "  " << acc << ".avg_" << side << " = " << c << "_n > 0.0f ? __fdividef(" << c
+               << "_sum_" << side << ", " << c << "_n) : 0.0f;\n";
+        }
+      }
+    }
+    const std::vector<NodeId> nodes = element_nodes(roots);
+    const bool unroll_fully = rows_in_registers(storage_) || geo_.iters <= 4;
+    out_ << (unroll_fully ? "#pragma unroll\n" : "#pragma unroll 4\n")
+         << "  for (int it = 0; it < ITERS; ++it) {\n"
+         << "    const int c0 = " << chunk_column() << ";\n"
+         << "    if (c0 < N) {\n";
+    emit_chunk_loads(nodes);
+    out_ << "#pragma unroll\n      for (int v = 0; v < VEC; ++v) {\n";
+    emit_element_values(nodes);
+    for (NodeId r : comoments) {
+      const Node& n = g_.node(r);
+      out_ << "        " << column_mask() << "acc" << r << ".c += (" << ref(n.args[0]) << " - acc"
+           << r << ".avg_a) * (" << ref(n.args[1]) << " - acc" << r << ".avg_b);\n";
+    }
+    out_ << "      }\n    }\n  }\n";
   }
 
   void emit_row_load(int index) {
@@ -842,8 +909,12 @@ class Emitter {
   void emit_row_reduction(const std::vector<NodeId>& reductions, const std::vector<NodeId>& phase) {
     const int width = std::min(spec_.config.threads_per_row, 32);
     for (NodeId r : reductions) {
-      if (is_comoment(r)) {
-        out_ << "  acc" << r << " = tn::comoment_allreduce<" << width << ">(acc" << r << ");\n";
+      if (is_comoment(r) && row_in_one_warp()) {
+        out_ << "  acc" << r << ".c = tn::group_allreduce<tn::kSum, " << width << ">(acc" << r
+             << ".c);\n";
+      } else if (is_comoment(r)) {
+        out_ << "  acc" << r << " = tn::comoment_allreduce<" << width << ", " << equal_counts()
+             << ">(acc" << r << ");\n";
       } else {
         out_ << "  acc" << r << " = tn::group_allreduce<" << reduce_op_constant(g_.node(r).op)
              << ", " << width << ">(acc" << r << ");\n";
@@ -868,7 +939,7 @@ class Emitter {
       offset = 0;
       for (NodeId r : reductions) {
         out_ << "    acc" << r << " = "
-             << (is_comoment(r) ? std::string("tn::combine_comoment_partials<WARPS_PER_ROW>")
+             << (is_comoment(r) ? "tn::combine_comoment_partials<WARPS_PER_ROW, " + equal_counts() + ">"
                                 : "tn::combine_partials<" + reduce_op_constant(g_.node(r).op) +
                                       ", WARPS_PER_ROW>")
              << "(partials + " << offset << ", " << k << ");\n";
@@ -880,7 +951,7 @@ class Emitter {
       std::vector<codegen_sm90::ClusterReduction> combined;
       for (NodeId r : reductions) {
         combined.push_back({"acc" + std::to_string(r), reduce_op_constant(g_.node(r).op),
-                            is_comoment(r)});
+                            is_comoment(r), uniform_counts()});
       }
       codegen_sm90::emit_row_reduction(out_, combined);
     }

@@ -53,7 +53,8 @@ void emit_row_reduction(std::ostream& out, const std::vector<ClusterReduction>& 
   offset = 0;
   for (const ClusterReduction& r : reductions) {
     out << "    " << r.accumulator << " = "
-        << (r.comoment ? std::string("tn::combine_comoment_slots<CLUSTER>")
+        << (r.comoment ? std::string("tn::combine_comoment_slots<CLUSTER, ") +
+                             (r.equal_counts ? "true>" : "false>")
                        : "tn::combine_slots<" + r.op + ", CLUSTER>")
         << "(slots + " << offset << " * CLUSTER);\n";
     offset += exchange_floats(r);

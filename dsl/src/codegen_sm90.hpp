@@ -14,6 +14,7 @@ struct ClusterReduction {
   std::string accumulator;
   std::string op;
   bool comoment = false;
+  bool equal_counts = false;  // a co-moment whose CTAs all hold the same number of columns
 };
 
 // The floats a reduction's state takes in an exchange: 1, or a co-moment's 4 fields.

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "tilenorm/dsl/error.hpp"
+#include "tilenorm/dsl/ops.hpp"
 
 namespace tilenorm {
 namespace {
@@ -114,10 +115,20 @@ KernelConfig heuristic_config(const LoweredProgram& program, DType io_dtype, DTy
   //   slice (N = 65536: 80.9% against 70.5% for one CTA per row). Two-phase forwards
   //   (LayerNorm) stay on one CTA per row, which measured faster (59.6% against 55.1%).
   const bool single_phase = program.reduction_phases.size() <= 1;
+  // A co-moment (LayerNorm's variance) combines four floats per state where a sum combines
+  // one: like a second phase, it favours fewer threads per row (H200, bf16, M = 2^26 / N,
+  // tilenorm-tune --show-candidates: LayerNorm N = 16384 at 256 threads 86.6% of the copy
+  // ceiling, 512 threads 84.7%; N = 65536 on clusters of 8 x 256 threads 65.4%, 4 x 512
+  // threads 41.8%).
+  bool comoments = false;
+  for (const auto& phase : program.reduction_phases) {
+    for (ir::NodeId r : phase) comoments = comoments || program.program.graph->node(r).op == ir::Op::comoment;
+  }
   const bool cluster_backward = persistent && chunks > kClusterRowVectors;
   const bool cluster_forward = !persistent && single_phase && chunks > kForwardClusterRowVectors;
   if (limits.clusters && (cluster_backward || cluster_forward)) {
-    const std::int64_t slice_limit = kClusterSliceVectors * (cluster_forward ? 2 : 1);
+    const std::int64_t slice_limit =
+        kClusterSliceVectors * (cluster_forward && !comoments ? 2 : 1);
     int ctas = 1;
     while (ctas < kMaxClusterCtas && (chunks + ctas - 1) / ctas > slice_limit) ctas *= 2;
     const std::int64_t slice = (chunks + ctas - 1) / ctas;
@@ -139,7 +150,8 @@ KernelConfig heuristic_config(const LoweredProgram& program, DType io_dtype, DTy
   // that allows. Programs with two reduction phases (LayerNorm) keep up to eight vectors per
   // thread on long rows: fewer warps per row make each phase's barrier cheaper (H200, N =
   // 16384: 256 threads per row 86.9% of the copy ceiling, 512 threads 57%).
-  const std::int64_t vectors_per_thread = !single_phase && chunks > kLongRowVectors ? 8 : 4;
+  const std::int64_t vectors_per_thread =
+      (!single_phase || comoments) && chunks > kLongRowVectors ? 8 : 4;
   for (int threads = fewest_threads(chunks, vectors_per_thread, narrowest); threads <= 1024;
        threads *= 2) {
     // A row with more vectors per thread than preferred (just past a power of two) keeps its

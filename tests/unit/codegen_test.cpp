@@ -340,7 +340,8 @@ TEST_CASE("codegen: a cluster kernel splits the row into slices and exchanges ro
   CHECK(waits == 1);
   CHECK(contains(kernel.source, "__shared__ float tn_exchange_slots[2][4 * CLUSTER];"));
   CHECK(contains(kernel.source, "tn::exchange_store(slots + 3 * CLUSTER + tn_rank, lane, acc"));
-  CHECK(contains(kernel.source, " = tn::combine_comoment_slots<CLUSTER>(slots + 0 * CLUSTER);"));
+  CHECK(contains(kernel.source,
+                 " = tn::combine_comoment_slots<CLUSTER, true>(slots + 0 * CLUSTER);"));
   // Each CTA holds the row totals, so one of them writes the statistics.
   CHECK(contains(kernel.source, "lane == 0 && tn::cluster_rank() == 0"));
   // Slices of 4 * 256 * 8 columns: 4 vectors per thread.
@@ -687,12 +688,14 @@ TEST_CASE("codegen: with clusters, the heuristic splits long rows") {
     CAPTURE(n);
     CHECK(static_cast<RowStorage>(config(DType::bf16, n).row_storage) == RowStorage::registers);
   }
-  // A one-phase forward (RMSNorm, and LayerNorm with its co-moment) splits rows past 4096
-  // vectors, into slices of <= 2048, and prefetches; a two-phase one keeps one CTA per row.
+  // A one-phase forward splits rows past 4096 vectors and prefetches: RMSNorm into slices of
+  // <= 2048 vectors, LayerNorm (whose co-moment combines four floats) of <= 1024; a two-phase
+  // one keeps one CTA per row.
   for (const char* name : {"rms_norm", "layer_norm"}) {
     CAPTURE(name);
     const KernelConfig split = heuristic_spec(lowered(name), DType::bf16, 65536).config;
-    CHECK(split.ctas_per_row == 4);
+    CHECK(split.ctas_per_row == (std::string(name) == "rms_norm" ? 4 : 8));
+    CHECK(split.threads_per_row == (std::string(name) == "rms_norm" ? 512 : 256));
     CHECK(static_cast<RowStorage>(split.row_storage) == RowStorage::prefetched);
     CHECK(heuristic_spec(lowered(name), DType::bf16, 32768).config.ctas_per_row == 1);
   }
@@ -995,7 +998,8 @@ TEST_CASE("codegen: peeled rows shift their chunks and load the ends element by 
   CHECK(contains(text, "tn::store_chunk_peeled<tn::bf16, VEC, N>("));
   // Reductions skip the head's columns before 0 as well as the tail's past N (LayerNorm's
   // statistics are one co-moment, which takes the chunk's columns inside the row).
-  CHECK(contains(text, "_b, -c0, N - c0);"));
+  CHECK(contains(text, "if (c0 + v >= 0 && c0 + v < N) {"));
+  CHECK(contains(text, "_n += 1.0f;"));
   const std::string rms = kernel_text(tilenorm::generate_cuda(lowered("rms_norm"), peeled));
   CHECK(contains(rms, "if (c0 + v >= 0 && c0 + v < N) acc"));
   // 4097 columns shifted by up to 7 take 513 chunks: 5 per thread.

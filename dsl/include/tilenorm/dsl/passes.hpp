@@ -43,9 +43,10 @@ ir::Program cse(const ir::Program& program);
 // cancels centered sums (sum(t - mean(t)) = 0), so that reductions wait on as little as
 // possible.
 ir::Program factor_reductions(const ir::Program& program);
-// Turns centered sums along the row, sum((t - mean(t)) * u) (a variance, or LayerNorm's
-// backward term), into co-moments of t and u, which run in the phase of mean(t) instead of
-// the one after it: LayerNorm's statistics then take one phase, like RMSNorm's.
+// Turns centered sums along the row, sum((t - mean(t)) * u) (a variance), into co-moments of
+// t and u, which run in the phase of mean(t) instead of the one after it: LayerNorm's
+// statistics then take one phase, like RMSNorm's. Programs that sum across rows (backwards)
+// are left as they are: there the co-moment measured slower than the second phase.
 ir::Program fuse_moments(const ir::Program& program);
 // Groups independent reductions into phases.
 LoweredProgram schedule_reductions(const ir::Program& program);
