@@ -393,10 +393,9 @@ template <int Width, bool Equal>
 __device__ __forceinline__ Comoment comoment_allreduce(Comoment s) {
 #pragma unroll
   for (int offset = Width / 2; offset > 0; offset /= 2) {
-    const Comoment other{__shfl_xor_sync(0xffffffffu, s.n, offset),
-                         __shfl_xor_sync(0xffffffffu, s.avg_a, offset),
-                         __shfl_xor_sync(0xffffffffu, s.avg_b, offset),
-                         __shfl_xor_sync(0xffffffffu, s.c, offset)};
+    const Comoment other{
+        __shfl_xor_sync(0xffffffffu, s.n, offset), __shfl_xor_sync(0xffffffffu, s.avg_a, offset),
+        __shfl_xor_sync(0xffffffffu, s.avg_b, offset), __shfl_xor_sync(0xffffffffu, s.c, offset)};
     s = combine_comoments<Equal>(s, other);
   }
   return s;

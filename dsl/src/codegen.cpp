@@ -473,8 +473,8 @@ class Emitter {
          << "  const int lane = threadIdx.x % TPR;\n"
          << "  const int row_in_cta = threadIdx.x / TPR;\n";
     if (clustered_) {
-      codegen_sm90::emit_prologue(out_, c.ctas_per_row,
-                                  lp_.reduction_phases.empty() ? 0 : max_state_floats_per_phase(lp_));
+      codegen_sm90::emit_prologue(
+          out_, c.ctas_per_row, lp_.reduction_phases.empty() ? 0 : max_state_floats_per_phase(lp_));
     }
     if (storage_ == RowStorage::shared || shared_partials_ || column_stash_)
       out_ << "  extern __shared__ __align__(16) unsigned char tn_dynamic_smem[];\n";
@@ -834,9 +834,15 @@ class Emitter {
         // Shuffles alone reach the whole row: center on the row's own averages (the two-pass
         // arithmetic, with no barrier between the passes), so no states need combining.
         out_ << "  " << acc << ".n = static_cast<float>(N);\n";
+        const bool same = g_.node(r).args[0] == g_.node(r).args[1];  // a variance: one sum
         for (const char* side : {"a", "b"}) {
-          out_ << "  " << acc << ".avg_" << side << " = tn::group_allreduce<tn::kSum, " << width
-               << ">(" << c << "_sum_" << side << ") * (1.0f / static_cast<float>(N));\n";
+          out_ << "  " << acc << ".avg_" << side << " = ";
+          if (same && side[0] == 'b') {
+            out_ << acc << ".avg_a;\n";
+            continue;
+          }
+          out_ << "tn::group_allreduce<tn::kSum, " << width << ">(" << c << "_sum_" << side
+               << ") * (1.0f / static_cast<float>(N));\n";
         }
       } else if (uniform_counts()) {
         out_ << "  " << acc << ".n = static_cast<float>(ITERS * VEC);\n";
@@ -939,9 +945,10 @@ class Emitter {
       offset = 0;
       for (NodeId r : reductions) {
         out_ << "    acc" << r << " = "
-             << (is_comoment(r) ? "tn::combine_comoment_partials<WARPS_PER_ROW, " + equal_counts() + ">"
-                                : "tn::combine_partials<" + reduce_op_constant(g_.node(r).op) +
-                                      ", WARPS_PER_ROW>")
+             << (is_comoment(r)
+                     ? "tn::combine_comoment_partials<WARPS_PER_ROW, " + equal_counts() + ">"
+                     : "tn::combine_partials<" + reduce_op_constant(g_.node(r).op) +
+                           ", WARPS_PER_ROW>")
              << "(partials + " << offset << ", " << k << ");\n";
         offset += state_floats(g_.node(r));
       }

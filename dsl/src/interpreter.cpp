@@ -124,7 +124,8 @@ class Evaluator {
     const double mean_a = sum_a / static_cast<double>(n);
     const double mean_b = sum_b / static_cast<double>(n);
     double total = 0.0;
-    for (std::int64_t col = 0; col < n; ++col) total += (at(a, col) - mean_a) * (at(b, col) - mean_b);
+    for (std::int64_t col = 0; col < n; ++col)
+      total += (at(a, col) - mean_a) * (at(b, col) - mean_b);
     return total;
   }
 

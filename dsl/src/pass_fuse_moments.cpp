@@ -41,8 +41,7 @@ class MomentFuser {
       if (depends_on(u, mean_node(a))) continue;
       const NodeId fused = g_.comoment(*t, u);
       if (phase(fused) >= phase(reduction.args[0]) + 1) continue;
-      return reduction.op == Op::reduce_sum ? fused
-                                            : g_.binary(Op::div, fused, g_.row_length());
+      return reduction.op == Op::reduce_sum ? fused : g_.binary(Op::div, fused, g_.row_length());
     }
     return std::nullopt;
   }

@@ -122,22 +122,27 @@ KernelConfig heuristic_config(const LoweredProgram& program, DType io_dtype, DTy
   // threads 41.8%).
   bool comoments = false;
   for (const auto& phase : program.reduction_phases) {
-    for (ir::NodeId r : phase) comoments = comoments || program.program.graph->node(r).op == ir::Op::comoment;
+    for (ir::NodeId r : phase)
+      comoments = comoments || program.program.graph->node(r).op == ir::Op::comoment;
   }
   const bool cluster_backward = persistent && chunks > kClusterRowVectors;
   const bool cluster_forward = !persistent && single_phase && chunks > kForwardClusterRowVectors;
   if (limits.clusters && (cluster_backward || cluster_forward)) {
-    const std::int64_t slice_limit =
-        kClusterSliceVectors * (cluster_forward && !comoments ? 2 : 1);
+    const std::int64_t slice_limit = kClusterSliceVectors * (cluster_forward && !comoments ? 2 : 1);
     int ctas = 1;
     while (ctas < kMaxClusterCtas && (chunks + ctas - 1) / ctas > slice_limit) ctas *= 2;
     const std::int64_t slice = (chunks + ctas - 1) / ctas;
+    // A co-moment on slices past the limit (a cluster of 16 is too small) measured below one
+    // CTA per row (LayerNorm bf16 N = 262144: 36.5% of the copy ceiling on 16 x 512 threads,
+    // 43% re-read from L2 by one CTA of 1024).
+    const bool too_long = comoments && slice > slice_limit;
     const std::array<RowStorage, 2> storages =
         cluster_forward ? std::array{RowStorage::prefetched, RowStorage::registers}
                         : std::array{RowStorage::registers, RowStorage::prefetched};
     // Two vectors per thread (a backward) where the registers allow, else four; a cluster
     // that needs more is not worth it, and the row goes to one CTA below.
-    for (std::int64_t per_thread = cluster_forward ? 4 : 2; per_thread <= 4; per_thread *= 2) {
+    for (std::int64_t per_thread = cluster_forward ? 4 : 2; per_thread <= 4 && !too_long;
+         per_thread *= 2) {
       const int threads =
           std::clamp(next_power_of_two((slice + per_thread - 1) / per_thread), 32, 1024);
       for (RowStorage storage : storages) {

@@ -154,13 +154,13 @@ TEST_CASE("LayerNorm's one-phase statistics survive a large offset, on one CTA a
     for (double offset : {1000.0, -3000.0}) {
       CAPTURE(n);
       CAPTURE(offset);
-      const auto report = tilenorm::check_against_interpreter(
-          norm, {.io_dtype = DType::f32,
-                 .param_dtype = DType::f32,
-                 .rows = 64,
-                 .cols = n,
-                 .seed = static_cast<std::uint64_t>(4242 + n),
-                 .row_input_offset = offset});
+      const auto report =
+          tilenorm::check_against_interpreter(norm, {.io_dtype = DType::f32,
+                                                     .param_dtype = DType::f32,
+                                                     .rows = 64,
+                                                     .cols = n,
+                                                     .seed = static_cast<std::uint64_t>(4242 + n),
+                                                     .row_input_offset = offset});
       INFO(report.describe());
       CHECK(report.unwritten == 0);
       int statistics = 0;

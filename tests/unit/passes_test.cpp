@@ -727,8 +727,7 @@ TEST_CASE("schedule_reductions: RMSNorm and LayerNorm need one phase each") {
   const auto layer_norm = tilenorm::lower(tilenorm::kernels::builtin_program("layer_norm"));
   CHECK(expression(layer_norm.program, layer_norm.reduction_phases[0][0]) == "mean(x)");
   CHECK(expression(layer_norm.program, layer_norm.reduction_phases[0][1]) == "comoment(x, x)");
-  CHECK(slot_expression(layer_norm.program, "rstd") ==
-        "rsqrt(add(div(comoment(x, x), N), eps))");
+  CHECK(slot_expression(layer_norm.program, "rstd") == "rsqrt(add(div(comoment(x, x), N), eps))");
   const auto unfused = passes::schedule_reductions(passes::cse(passes::factor_reductions(
       passes::cse(passes::simplify(tilenorm::kernels::builtin_program("layer_norm"))))));
   REQUIRE(unfused.reduction_phases.size() == 2u);
@@ -1019,9 +1018,8 @@ TEST_CASE("lower: TILENORM_DUMP_IR=1 prints the IR after every pass") {
     text = capture.text();
   }
   std::size_t position = 0;
-  for (const char* pass :
-       {"front end", "verify", "simplify", "cse", "factor_reductions", "fuse_moments",
-        "schedule_reductions"}) {
+  for (const char* pass : {"front end", "verify", "simplify", "cse", "factor_reductions",
+                           "fuse_moments", "schedule_reductions"}) {
     CAPTURE(pass);
     const auto header = "=== tilenorm IR after " + std::string(pass) + " ===\n";
     const auto found = text.find(header, position);
