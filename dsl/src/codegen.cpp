@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <functional>
+#include <iterator>
 #include <optional>
 #include <set>
 #include <sstream>
@@ -159,7 +160,7 @@ std::size_t stash_bytes(const Geometry& g, const KernelSpec& spec, DType dtype) 
 // The floats of state a row reduction combines across warps and CTAs: one, or a co-moment's
 // fields (count, two means, centered sum).
 std::size_t state_floats(const ir::Node& reduction) {
-  return reduction.op == Op::comoment ? 4 : 1;
+  return reduction.op == Op::comoment ? std::size(codegen_sm90::kComomentFields) : 1;
 }
 
 // A co-moment's state holds the means of its operands, so a mean (or sum) of one of them in
@@ -934,10 +935,10 @@ class Emitter {
            << k << ";\n    tn_parity ^= 1;\n    if (lane % 32 == 0) {\n";
       std::size_t offset = 0;
       for (NodeId r : reductions) {
-        static constexpr const char* kFields[] = {".n", ".avg_a", ".avg_b", ".c"};
         for (std::size_t f = 0; f < state_floats(g_.node(r)); ++f) {
           out_ << "      partials[warp_in_row * " << k << " + " << offset + f << "] = acc" << r
-               << (is_comoment(r) ? kFields[f] : "") << ";\n";
+               << (is_comoment(r) ? std::string(".") + codegen_sm90::kComomentFields[f] : "")
+               << ";\n";
         }
         offset += state_floats(g_.node(r));
       }

@@ -1,12 +1,6 @@
 #include "codegen_sm90.hpp"
 
-#include <iterator>
-
 namespace tilenorm::codegen_sm90 {
-
-namespace {
-constexpr const char* kComomentFields[] = {"n", "avg_a", "avg_b", "c"};
-}  // namespace
 
 std::size_t exchange_floats(const ClusterReduction& reduction) {
   return reduction.comoment ? std::size(kComomentFields) : 1;

@@ -2,11 +2,16 @@
 // The parts of code generation that only sm_90 and later GPUs run: a row split across the CTAs
 // of a thread-block cluster. codegen.cpp calls these when KernelConfig::ctas_per_row > 1.
 #include <cstddef>
+#include <iterator>
 #include <ostream>
 #include <string>
 #include <vector>
 
 namespace tilenorm::codegen_sm90 {
+
+// The fields of the prelude's tn::Comoment, in order: the floats a co-moment's state takes
+// wherever it is combined across warps or CTAs.
+inline constexpr const char* kComomentFields[] = {"n", "avg_a", "avg_b", "c"};
 
 // One row reduction the cluster combines: its accumulator variable (a float, or a
 // tn::Comoment for a co-moment) and its ReduceOp constant.

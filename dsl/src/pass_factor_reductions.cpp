@@ -1,4 +1,5 @@
 #include <functional>
+#include <memory>
 #include <unordered_map>
 
 #include "rewrite.hpp"
@@ -81,16 +82,13 @@ class Factorer {
 }  // namespace
 
 ir::Program factor_reductions(const ir::Program& program) {
-  std::unique_ptr<Factorer> factorer;
-  ir::Graph* current = nullptr;
-  return detail::rebuild(program, [&](const Node& node, ir::Graph& g) {
-    if (current != &g) {
-      factorer = std::make_unique<Factorer>(g);
-      current = &g;
-    }
-    if (ir::is_reduction(node.op) && node.axis == ir::Axis::along_row && node.arity == 1)
-      return factorer->reduce(node.op, node.args[0]);
-    return g.intern(node);
+  return detail::rebuild_with(program, [](ir::Graph& graph) -> detail::RewriteFn {
+    auto factorer = std::make_shared<Factorer>(graph);
+    return [factorer](const Node& node, ir::Graph& g) {
+      if (ir::is_reduction(node.op) && node.axis == ir::Axis::along_row && node.arity == 1)
+        return factorer->reduce(node.op, node.args[0]);
+      return g.intern(node);
+    };
   });
 }
 

@@ -106,15 +106,12 @@ ir::Program fuse_moments(const ir::Program& program) {
         return ir::is_reduction(n.op) && n.axis == ir::Axis::across_rows;
       }))
     return program;
-  std::unique_ptr<MomentFuser> fuser;
-  ir::Graph* current = nullptr;
-  return detail::rebuild(program, [&](const Node& node, ir::Graph& g) {
-    if (current != &g) {
-      fuser = std::make_unique<MomentFuser>(g);
-      current = &g;
-    }
-    if (auto fused = fuser->fuse(node)) return *fused;
-    return g.intern(node);
+  return detail::rebuild_with(program, [](ir::Graph& graph) -> detail::RewriteFn {
+    auto fuser = std::make_shared<MomentFuser>(graph);
+    return [fuser](const Node& node, ir::Graph& g) {
+      if (auto fused = fuser->fuse(node)) return *fused;
+      return g.intern(node);
+    };
   });
 }
 

@@ -11,8 +11,11 @@ ir::Program rebuild(const ir::Program& program, const RewriteFn& rewrite) {
   });
 }
 
-ir::Program rebuild_by_id(const ir::Program& program, const RewriteByIdFn& rewrite) {
-  auto graph = std::make_shared<ir::Graph>();
+namespace {
+
+// Rebuilds `program` into `graph`, which must be empty.
+ir::Program rebuild_into(const ir::Program& program, std::shared_ptr<ir::Graph> graph,
+                         const RewriteByIdFn& rewrite) {
   std::unordered_map<ir::NodeId, ir::NodeId> mapped;
   for (ir::NodeId id : program.reachable_nodes()) {
     ir::Node node = program.graph->node(id);
@@ -25,6 +28,21 @@ ir::Program rebuild_by_id(const ir::Program& program, const RewriteByIdFn& rewri
     if (slot.role == ir::Role::written) slot.value = mapped.at(slot.value);
   }
   return result;
+}
+
+}  // namespace
+
+ir::Program rebuild_by_id(const ir::Program& program, const RewriteByIdFn& rewrite) {
+  return rebuild_into(program, std::make_shared<ir::Graph>(), rewrite);
+}
+
+ir::Program rebuild_with(const ir::Program& program, const MakeRewriteFn& make) {
+  auto graph = std::make_shared<ir::Graph>();
+  const RewriteFn rewrite = make(*graph);
+  return rebuild_into(program, graph,
+                      [&rewrite](ir::NodeId, const ir::Node& node, ir::Graph& target) {
+                        return rewrite(node, target);
+                      });
 }
 
 }  // namespace tilenorm::detail

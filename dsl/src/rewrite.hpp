@@ -13,6 +13,12 @@ using RewriteFn = std::function<ir::NodeId(const ir::Node& node, ir::Graph& grap
 
 ir::Program rebuild(const ir::Program& program, const RewriteFn& rewrite);
 
+// The same, for a pass that keeps state about the new graph (caches keyed by its node ids):
+// `make(graph)` is called once, before the first node, and returns the pass's rewrite.
+using MakeRewriteFn = std::function<RewriteFn(ir::Graph& graph)>;
+
+ir::Program rebuild_with(const ir::Program& program, const MakeRewriteFn& make);
+
 // The same, for a rewrite that also needs the node's id in the old graph.
 using RewriteByIdFn =
     std::function<ir::NodeId(ir::NodeId old_id, const ir::Node& node, ir::Graph& graph)>;
