@@ -20,6 +20,8 @@ constexpr std::int64_t kRegisterDominanceValues = 32;
 constexpr std::int64_t kClusterMinRowVectors = 1024;   // rows shorter than this need no cluster
 constexpr std::int64_t kClusterMinSliceVectors = 256;  // each CTA of a cluster gets at least this
 constexpr std::int64_t kClusterMaxVectorsPerThread = 4;
+constexpr std::int64_t kPrefetchedValues = 16;  // values per thread that prefetched holds twice
+constexpr int kStagedRowThreads = 64;
 
 std::vector<int> powers_of_two(int first, int last) {
   std::vector<int> values;
@@ -34,7 +36,8 @@ std::vector<int> domain_for_field(const std::string& field, DType io_dtype, DTyp
   if (field == "ctas_per_row") return powers_of_two(1, 16);
   if (field == "row_storage") {
     return {static_cast<int>(RowStorage::registers), static_cast<int>(RowStorage::shared),
-            static_cast<int>(RowStorage::global), static_cast<int>(RowStorage::prefetched)};
+            static_cast<int>(RowStorage::global), static_cast<int>(RowStorage::prefetched),
+            static_cast<int>(RowStorage::staged)};
   }
   throw Error("KernelConfig field '" + field +
               "' has no autotuning domain: add one to domain_for_field() in "
@@ -131,11 +134,28 @@ std::optional<PrunedCandidate> prune(const Context& context, const KernelConfig&
                       std::string(row_storage_name(static_cast<RowStorage>(config.row_storage))) +
                       " storage");
   }
-  if (static_cast<RowStorage>(config.row_storage) == RowStorage::prefetched &&
-      config.ctas_per_row == 1 && !plan_kernels(context.program).persistent) {
+  if (fetches_ahead(static_cast<RowStorage>(config.row_storage)) && config.ctas_per_row == 1 &&
+      !plan_kernels(context.program).persistent) {
     return pruned(PruneRule::forward_prefetch,
-                  "without sums across rows, prefetching (a persistent grid) is searched only "
-                  "with a cluster, where it hides the cluster's barriers");
+                  "without sums across rows, fetching ahead (prefetched or staged, a persistent "
+                  "grid) is searched only with a cluster, where it hides the cluster's barriers");
+  }
+  // Staged rows won where the next row's loads had no registers to land in: backwards of one
+  // CTA per row (H200, bf16, 2026-11-30: LayerNorm N = 4096-16384 +3 to +6 points of the copy
+  // ceiling). On clusters the prefetched slices, which fit in registers there, were faster
+  // (RMSNorm N = 65536: 65.3% prefetched, 59.4% staged).
+  // Where a thread holds at most 16 values of a row input, prefetched has the registers; rows
+  // within a warp (short rows, all of which prefetch or stay in registers) are not searched.
+  const std::int64_t values_per_thread =
+      ceil_div(vectors_per_row, std::int64_t{config.threads_per_row}) * config.vec;
+  if (static_cast<RowStorage>(config.row_storage) == RowStorage::staged &&
+      (config.ctas_per_row > 1 || !plan_kernels(context.program).persistent ||
+       values_per_thread <= kPrefetchedValues || config.threads_per_row < kStagedRowThreads)) {
+    return pruned(PruneRule::staged_scope,
+                  "staged rows are searched only in backwards (sums across rows) of one CTA per "
+                  "row, at least " +
+                      std::to_string(kStagedRowThreads) + " threads per row and more than " +
+                      std::to_string(kPrefetchedValues) + " values per thread");
   }
   const std::int64_t threads = std::int64_t{config.threads_per_row} * config.rows_per_cta;
   if (threads < kMinBlockThreads) {
@@ -217,6 +237,8 @@ std::string_view prune_rule_name(PruneRule rule) {
       return "needless cluster";
     case PruneRule::forward_prefetch:
       return "forward prefetch without cluster";
+    case PruneRule::staged_scope:
+      return "staged outside a one-CTA backward";
     case PruneRule::small_block:
       return "CTA under 64 threads";
     case PruneRule::idle_threads:

@@ -138,6 +138,43 @@ __device__ __forceinline__ typename RawVector<sizeof(T) * V>::type raw_zero() {
   return c.raw;
 }
 
+// The 32-bit shared-window address of a pointer into shared memory.
+__device__ __forceinline__ unsigned shared_address(const void* pointer) {
+  unsigned address;
+  asm("{\n\t.reg .u64 generic;\n\tcvta.to.shared.u64 generic, %1;\n\tcvt.u32.u64 %0, generic;\n\t}"
+      : "=r"(address)
+      : "l"(pointer));
+  return address;
+}
+
+// Starts an asynchronous copy (cp.async, sm_80+) of elements [col0, col0 + V) of a row of N
+// into `stage` in shared memory, without waiting: columns past N, and everything when `valid`
+// is false, are filled with zeros, and nothing past the row is read. Bytes is V * sizeof(T):
+// 4, 8 or 16 (16-byte copies bypass L1).
+template <class T, int V, int N>
+__device__ __forceinline__ void copy_chunk_async(typename RawVector<sizeof(T) * V>::type* stage,
+                                                 const T* row, int col0, bool valid) {
+  constexpr int kBytes = sizeof(T) * V;
+  static_assert(kBytes == 4 || kBytes == 8 || kBytes == 16, "cp.async copies 4, 8 or 16 bytes");
+  const int columns = valid ? (col0 + V <= N ? V : (col0 < N ? N - col0 : 0)) : 0;
+  const T* source = columns > 0 ? row + col0 : row;
+  const unsigned bytes = static_cast<unsigned>(columns * static_cast<int>(sizeof(T)));
+  if constexpr (kBytes == 16) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(shared_address(stage)),
+                 "l"(source), "r"(bytes)
+                 : "memory");
+  } else {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;" ::"r"(shared_address(stage)),
+                 "l"(source), "n"(kBytes), "r"(bytes)
+                 : "memory");
+  }
+}
+
+// Waits for this thread's asynchronous copies (each thread reads back only what it copied).
+__device__ __forceinline__ void wait_async_copies() {
+  asm volatile("cp.async.wait_all;" ::: "memory");
+}
+
 template <class T, int V>
 __device__ __forceinline__ void unpack_chunk(typename RawVector<sizeof(T) * V>::type raw,
                                              float (&out)[V]) {

@@ -35,14 +35,6 @@ __device__ __forceinline__ void cluster_sync() {
   cluster_wait();
 }
 
-__device__ __forceinline__ unsigned shared_address(const void* pointer) {
-  unsigned address;
-  asm("{\n\t.reg .u64 generic;\n\tcvta.to.shared.u64 generic, %1;\n\tcvt.u32.u64 %0, generic;\n\t}"
-      : "=r"(address)
-      : "l"(pointer));
-  return address;
-}
-
 // The address of the same shared-memory location in CTA `rank` of the cluster.
 __device__ __forceinline__ unsigned peer_address(const void* pointer, unsigned rank) {
   unsigned remote;

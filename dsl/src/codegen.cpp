@@ -38,6 +38,8 @@ std::string_view row_storage_name(RowStorage storage) {
       return "global";
     case RowStorage::prefetched:
       return "prefetched";
+    case RowStorage::staged:
+      return "staged";
   }
   return "?";
 }
@@ -146,7 +148,7 @@ std::int64_t slice_columns(const KernelSpec& spec) {
 // across rows, and any kernel that prefetches the next row block.
 bool persistent_kernel(const LoweredProgram& lp, const KernelSpec& spec) {
   return plan_kernels(lp).persistent ||
-         static_cast<RowStorage>(spec.config.row_storage) == RowStorage::prefetched;
+         fetches_ahead(static_cast<RowStorage>(spec.config.row_storage));
 }
 
 // One row input's shared-memory stash for a CTA, rounded to 16 bytes so the next one stays
@@ -254,10 +256,64 @@ std::size_t column_stash_bytes(const LoweredProgram& lp, const KernelSpec& spec)
   return bytes <= kColumnStashMaxBytes ? static_cast<std::size_t>(bytes) : 0;
 }
 
+// The registers per thread that rows in registers hold across a row block's passes: the raw
+// row chunks, the column partial sums kept in registers, and what peeling needs.
+std::int64_t held_registers(const LoweredProgram& lp, const KernelSpec& spec) {
+  const auto& c = spec.config;
+  const auto storage = static_cast<RowStorage>(c.row_storage);
+  const Geometry g = geometry(spec);
+  // Each column partial sum keeps ITERS * VEC floats per thread.
+  const std::int64_t column_partials = plan_kernels(lp).column_partials;
+  std::int64_t raw_bytes = 0;
+  for (const ir::Slot& slot : lp.program.slots) {
+    if (slot.role != ir::Role::read || slot.shape != ir::Shape::tile) continue;
+    raw_bytes += static_cast<std::int64_t>(
+        dtype_size(ir::storage_dtype(slot, spec.io_dtype, spec.param_dtype)));
+  }
+  // Row inputs are held raw (two 16-bit values per register), twice when prefetching.
+  const std::int64_t raw_registers =
+      g.iters * c.vec * raw_bytes / 4 * (storage == RowStorage::prefetched ? 2 : 1);
+  const std::int64_t partial_registers =
+      shared_partials_bytes(lp, spec) > 0 ? 0 : g.iters * c.vec * column_partials;
+  // Peeled rows hold more per chunk: the head and tail bounds, and two aligned vectors per
+  // column parameter for the extraction (calibrated with NVRTC 13.0 for sm_90, where long
+  // rows at 1024 threads spilled without this).
+  std::int64_t peel_registers = 0;
+  if (spec.peel_rows) {
+    peel_registers = 8;
+    for (const ir::Slot& slot : lp.program.slots) {
+      if (slot.role == ir::Role::read && slot.shape == ir::Shape::column)
+        peel_registers += 2 * c.vec *
+                          static_cast<std::int64_t>(dtype_size(
+                              ir::storage_dtype(slot, spec.io_dtype, spec.param_dtype))) /
+                          4;
+    }
+  }
+  return partial_registers + raw_registers + peel_registers;
+}
+
+// Shared memory for the next row block's chunks of RowStorage::staged: each thread's own
+// chunks of each row input, laid out chunk-major so that a warp's copies are contiguous.
+std::size_t staging_bytes(const LoweredProgram& lp, const KernelSpec& spec) {
+  if (static_cast<RowStorage>(spec.config.row_storage) != RowStorage::staged) return 0;
+  const std::int64_t chunks_per_thread = geometry(spec).iters;
+  const std::int64_t threads = std::int64_t{spec.config.threads_per_row} * spec.config.rows_per_cta;
+  std::size_t bytes = 0;
+  for (const ir::Slot& slot : lp.program.slots) {
+    if (slot.role != ir::Role::read || slot.shape != ir::Shape::tile) continue;
+    const std::size_t chunk_bytes =
+        dtype_size(ir::storage_dtype(slot, spec.io_dtype, spec.param_dtype)) *
+        static_cast<std::size_t>(spec.config.vec);
+    bytes += (static_cast<std::size_t>(chunks_per_thread * threads) * chunk_bytes + 15) / 16 * 16;
+  }
+  return bytes;
+}
+
 }  // namespace
 
 std::size_t dynamic_shared_memory_bytes(const LoweredProgram& lp, const KernelSpec& spec) {
-  return row_stash_bytes(lp, spec) + shared_partials_bytes(lp, spec) + column_stash_bytes(lp, spec);
+  return row_stash_bytes(lp, spec) + shared_partials_bytes(lp, spec) +
+         column_stash_bytes(lp, spec) + staging_bytes(lp, spec);
 }
 
 namespace {
@@ -307,6 +363,9 @@ class Emitter {
     emit_header(k);
     emit_prologue();
     emit_row_loop();
+    // The last iteration started copies of a row block past the end (zeros): no copy may
+    // still be writing this CTA's shared memory when it exits.
+    if (staging()) out_ << "  tn::wait_async_copies();\n";
     const bool exchanges = clustered_ && !lp_.reduction_phases.empty();
     if (exchanges) codegen_sm90::emit_exit_arrive(out_);
     emit_partials();
@@ -442,7 +501,18 @@ class Emitter {
       params.add(ParamKind::workspace, -1, "float* __restrict__ tn_workspace");
       params.add(ParamKind::partial_rows, -1, "long long tn_partial_rows");
     }
-    emit_signature(k.name, k.threads_per_block, params);
+    emit_signature(k.name, k.threads_per_block, params, min_ctas_per_sm(k.threads_per_block));
+  }
+
+  // Staged kernels keep the copies' addresses live across the passes, which took ptxas past
+  // 128 registers (LayerNorm backward bf16 N = 8192 at 256 threads: 162 against 128 for the
+  // same rows in registers, halving the CTAs per SM). Where the rows leave room, ask for the
+  // CTAs per SM that 128 registers per thread allow; NVCC 13.0 then fit that kernel in 128
+  // with no spills.
+  int min_ctas_per_sm(int threads) const {
+    constexpr std::int64_t kRegisters = 128, kRegistersPerSm = 65536, kWorking = 40;
+    if (!staging() || held_registers(lp_, spec_) + kWorking > kRegisters) return 0;
+    return static_cast<int>(std::max<std::int64_t>(1, kRegistersPerSm / (threads * kRegisters)));
   }
 
   // A kernel's parameters: what the runtime binds, beside the declarations printed.
@@ -455,8 +525,11 @@ class Emitter {
     }
   };
 
-  void emit_signature(const std::string& name, int threads, const ParamList& params) {
-    out_ << "extern \"C\" __global__ void __launch_bounds__(" << threads << ")\n" << name << "(";
+  void emit_signature(const std::string& name, int threads, const ParamList& params,
+                      int min_ctas_per_sm = 0) {
+    out_ << "extern \"C\" __global__ void __launch_bounds__(" << threads
+         << (min_ctas_per_sm > 0 ? ", " + std::to_string(min_ctas_per_sm) : "") << ")\n"
+         << name << "(";
     for (std::size_t i = 0; i < params.declarations.size(); ++i)
       out_ << (i ? ",\n    " : "\n    ") << params.declarations[i];
     out_ << ") {\n";
@@ -477,7 +550,8 @@ class Emitter {
       codegen_sm90::emit_prologue(
           out_, c.ctas_per_row, lp_.reduction_phases.empty() ? 0 : max_state_floats_per_phase(lp_));
     }
-    if (storage_ == RowStorage::shared || shared_partials_ || column_stash_)
+    if (storage_ == RowStorage::shared || storage_ == RowStorage::staged || shared_partials_ ||
+        column_stash_)
       out_ << "  extern __shared__ __align__(16) unsigned char tn_dynamic_smem[];\n";
     if (shared_partials_) {
       out_ << "  constexpr int THREADS = TPR * RPC;\n"
@@ -487,6 +561,7 @@ class Emitter {
            << " * ITERS * VEC; ++i) tn_xs[i * THREADS + threadIdx.x] = 0.0f;\n";
     }
     if (column_stash_) emit_column_stash();
+    if (staging()) emit_staging_pointers();
     if (storage_ == RowStorage::shared) {
       out_ << "  unsigned char* tn_stash_next = tn_dynamic_smem;\n";
       for (std::size_t i = 0; i < p_.slots.size(); ++i) {
@@ -547,10 +622,50 @@ class Emitter {
   }
 
   // A persistent kernel with the rows in registers fetches the next row block's raw chunks
-  // while it works on the current one, so its loads overlap the reductions and barriers.
+  // while it works on the current one, so its loads overlap the reductions and barriers:
+  // into a second set of registers (prefetched), or into shared memory (staged).
   bool prefetching() const { return storage_ == RowStorage::prefetched; }
+  bool staging() const { return storage_ == RowStorage::staged; }
 
-  // Emits raw-chunk loads of row block `block_expr` into in<i>_next.
+  // Where staged chunks land: this thread's chunk `it` of row input i is tn_stage<i>[it *
+  // THREADS] (see staging_bytes), so a warp's copies fill contiguous 16-byte slots.
+  void emit_staging_pointers() {
+    std::size_t offset = row_stash_bytes(lp_, spec_) + shared_partials_bytes(lp_, spec_) +
+                         column_stash_bytes(lp_, spec_);
+    for (std::size_t i = 0; i < p_.slots.size(); ++i) {
+      const ir::Slot& s = p_.slots[i];
+      if (s.role != ir::Role::read || s.shape != Shape::tile) continue;
+      out_ << "  " << raw_type(s) << "* tn_stage" << i << " = reinterpret_cast<" << raw_type(s)
+           << "*>(tn_dynamic_smem + " << offset << ") + threadIdx.x;\n";
+      const std::size_t bytes = static_cast<std::size_t>(geo_.iters) *
+                                static_cast<std::size_t>(spec_.config.threads_per_row) *
+                                static_cast<std::size_t>(spec_.config.rows_per_cta) *
+                                dtype_size(slot_dtype(s)) * static_cast<std::size_t>(spec_.config.vec);
+      offset += (bytes + 15) / 16 * 16;
+    }
+  }
+
+  // The staged copies of the next row block start once this thread has used every chunk
+  // it read back from its staging slots: a cp.async is not ordered after an earlier
+  // ld.shared of the same address, but it is after an instruction that consumed the loaded
+  // value. So the fetch follows the first pass that has read every row input, before that
+  // pass's reduction barrier.
+  void note_pass_inputs(const std::vector<NodeId>& nodes) {
+    if (!staging() || fetched_this_row_) return;
+    for (NodeId id : nodes) {
+      const Node& n = g_.node(id);
+      if (n.op == Op::load && n.shape == Shape::tile) inputs_read_.insert(n.index);
+    }
+    for (NodeId id : p_.reachable_nodes()) {
+      const Node& n = g_.node(id);
+      if (n.op == Op::load && n.shape == Shape::tile && !inputs_read_.count(n.index)) return;
+    }
+    emit_fetch("block + " + block_count_);
+    fetched_this_row_ = true;
+  }
+
+  // Emits raw-chunk loads of row block `block_expr` into in<i>_next, or, staged, starts
+  // their copies into shared memory.
   void emit_fetch(const std::string& block_expr) {
     out_ << "  {\n    const long long fetch_row = (" << block_expr << ") * RPC + row_in_cta;\n"
          << "    const bool fetch_valid = fetch_row < rows;\n"
@@ -568,8 +683,13 @@ class Emitter {
       const ir::Slot& s = p_.slots[i];
       if (s.role != ir::Role::read || s.shape != Shape::tile) continue;
       const std::string t = slot_type(s);
-      out_ << "      in" << i << "_next[it] = fetch_valid && c0 < N ? tn::fetch_chunk<" << t
-           << ", VEC, N>(fetch" << i << ", c0) : tn::raw_zero<" << t << ", VEC>();\n";
+      if (staging()) {
+        out_ << "      tn::copy_chunk_async<" << t << ", VEC, N>(tn_stage" << i
+             << " + it * TPR * RPC, fetch" << i << ", c0, fetch_valid);\n";
+      } else {
+        out_ << "      in" << i << "_next[it] = fetch_valid && c0 < N ? tn::fetch_chunk<" << t
+             << ", VEC, N>(fetch" << i << ", c0) : tn::raw_zero<" << t << ", VEC>();\n";
+      }
     }
     out_ << "    }\n  }\n";
   }
@@ -582,8 +702,8 @@ class Emitter {
           out_ << "  typename tn::RawVector<sizeof(" << slot_type(s) << ") * VEC>::type in" << i
                << "_next[ITERS];\n";
       }
-      emit_fetch(block_index_);
     }
+    if (fetches_ahead(storage_)) emit_fetch(block_index_);
     out_
         << "  for (long long block = " << block_index_
         << "; block * RPC < rows; block += " << block_count_ << ") {\n"
@@ -592,11 +712,13 @@ class Emitter {
         << "  const long long safe_row = row_valid ? row : 0;  // rows past the end load nothing\n";
     for (std::size_t i = 0; i < p_.slots.size(); ++i) {
       const ir::Slot& s = p_.slots[i];
-      if (s.shape != Shape::tile || (s.role == ir::Role::read && prefetching())) continue;
+      if (s.shape != Shape::tile || (s.role == ir::Role::read && fetches_ahead(storage_))) continue;
       out_ << "  " << (s.role == ir::Role::read ? "const " : "") << slot_type(s) << "* row" << i
            << " = p_" << s.name << " + safe_row * stride_" << s.name << ";\n";
     }
     if (peel()) emit_shift();
+    fetched_this_row_ = false;
+    inputs_read_.clear();
     if (rows_in_registers(storage_)) emit_preload();
     emit_row_scalars(-1);
     for (std::size_t phase = 0; phase < lp_.reduction_phases.size(); ++phase) {
@@ -604,6 +726,7 @@ class Emitter {
       emit_row_scalars(static_cast<int>(phase));
     }
     emit_pass(-1);
+    if (staging() && !fetched_this_row_) emit_fetch("block + " + block_count_);
     for (NodeId r : lp_.cross_row_reductions) {
       if (!ir::varies_along_row(g_.node(r).shape))
         out_ << "  if (row_valid) xacc" << r << " += " << ref(g_.node(r).args[0]) << ";\n";
@@ -639,12 +762,15 @@ class Emitter {
       if (s.role == ir::Role::read && s.shape == Shape::tile)
         out_ << "  " << raw_type(s) << " in" << i << "_raw[ITERS];\n";
     }
+    if (staging()) out_ << "  tn::wait_async_copies();\n";
     out_ << "#pragma unroll\n  for (int it = 0; it < ITERS; ++it) {\n"
          << "    const int c0 = " << chunk_column() << ";\n";
     for (std::size_t i = 0; i < p_.slots.size(); ++i) {
       const ir::Slot& s = p_.slots[i];
       if (s.role != ir::Role::read || s.shape != Shape::tile) continue;
-      if (prefetching()) {
+      if (staging()) {
+        out_ << "    in" << i << "_raw[it] = tn_stage" << i << "[it * TPR * RPC];\n";
+      } else if (prefetching()) {
         out_ << "    in" << i << "_raw[it] = in" << i << "_next[it];\n";
       } else {
         out_ << "    in" << i << "_raw[it] = row_valid && c0 < N ? tn::fetch_chunk"
@@ -759,12 +885,14 @@ class Emitter {
     for (std::size_t i : outputs)
       out_ << "        out" << i << "[v] = " << ref(slot(static_cast<int>(i)).value) << ";\n";
     out_ << "      }\n";
+
     for (std::size_t i : outputs) {
       out_ << "      if (row_valid) tn::store_chunk" << (peel() ? "_peeled<" : "<")
            << slot_type(slot(static_cast<int>(i))) << ", VEC, N>(row" << i << ", c0, out" << i
            << ");\n";
     }
     out_ << "    }\n  }\n";
+    note_pass_inputs(nodes);
     if (final_pass) return;
     emit_centering_pass(reductions);
     emit_row_reduction(reductions, lp_.reduction_phases[phase]);
@@ -1181,6 +1309,10 @@ class Emitter {
   std::string block_index_;       // this CTA's (or cluster's) first row block
   std::string block_count_;       // the stride between its row blocks
   std::vector<bool> stashed_;
+  // Staged rows: the row inputs the passes of this row block have read, and whether the next
+  // block's copies have started.
+  std::set<int> inputs_read_;
+  bool fetched_this_row_ = false;
   std::ostringstream out_;
 };
 
@@ -1209,7 +1341,8 @@ std::optional<std::string> config_problem(const LoweredProgram& lp, const Kernel
            std::to_string(c.vec);
   }
   if (c.row_storage < 0 || c.row_storage >= kRowStorageCount) {
-    return "row_storage must be 0 (registers), 1 (shared), 2 (global) or 3 (prefetched), got " +
+    return "row_storage must be 0 (registers), 1 (shared), 2 (global), 3 (prefetched) or 4 "
+           "(staged), got " +
            std::to_string(c.row_storage);
   }
   const auto storage = static_cast<RowStorage>(c.row_storage);
@@ -1220,9 +1353,23 @@ std::optional<std::string> config_problem(const LoweredProgram& lp, const Kernel
     return "a cluster splits one row per CTA: rows_per_cta must be 1 with ctas_per_row " +
            std::to_string(c.ctas_per_row) + ", got " + std::to_string(c.rows_per_cta);
   }
-  if (spec.peel_rows && storage == RowStorage::prefetched) {
-    return "peel_rows (rows that start misaligned) cannot prefetch: the next row's shift is not "
-           "known when its loads are issued";
+  if (spec.peel_rows && fetches_ahead(storage)) {
+    return "peel_rows (rows that start misaligned) cannot fetch ahead (" +
+           std::string(row_storage_name(storage)) +
+           "): the next row's shift is not known when its loads are issued";
+  }
+  if (storage == RowStorage::staged) {
+    for (const ir::Slot& slot : lp.program.slots) {
+      if (slot.role != ir::Role::read || slot.shape != ir::Shape::tile) continue;
+      const std::size_t chunk_bytes =
+          dtype_size(ir::storage_dtype(slot, spec.io_dtype, spec.param_dtype)) *
+          static_cast<std::size_t>(c.vec);
+      if (chunk_bytes < 4) {
+        return "staged rows are copied by cp.async, which moves 4, 8 or 16 bytes: row input '" +
+               slot.name + "' has chunks of " + std::to_string(chunk_bytes) + " bytes at vec " +
+               std::to_string(c.vec);
+      }
+    }
   }
   if (spec.peel_rows && plan_kernels(lp).persistent) {
     return "peel_rows (rows that start misaligned) needs a kernel that is not persistent: a "
@@ -1236,34 +1383,7 @@ std::optional<std::string> config_problem(const LoweredProgram& lp, const Kernel
            std::to_string(c.threads_per_row) + ": the last CTA of a cluster would get no columns";
   }
   if (rows_in_registers(storage)) {
-    // Each column partial sum keeps ITERS * VEC floats per thread.
-    const std::int64_t column_partials = plan_kernels(lp).column_partials;
-    std::int64_t raw_bytes = 0;
-    for (const ir::Slot& slot : lp.program.slots) {
-      if (slot.role != ir::Role::read || slot.shape != ir::Shape::tile) continue;
-      raw_bytes += static_cast<std::int64_t>(
-          dtype_size(ir::storage_dtype(slot, spec.io_dtype, spec.param_dtype)));
-    }
-    // Row inputs are held raw (two 16-bit values per register), twice when prefetching.
-    const std::int64_t raw_registers =
-        g.iters * c.vec * raw_bytes / 4 * (storage == RowStorage::prefetched ? 2 : 1);
-    const std::int64_t partial_registers =
-        shared_partials_bytes(lp, spec) > 0 ? 0 : g.iters * c.vec * column_partials;
-    // Peeled rows hold more per chunk: the head and tail bounds, and two aligned vectors per
-    // column parameter for the extraction (calibrated with NVRTC 13.0 for sm_90, where long
-    // rows at 1024 threads spilled without this).
-    std::int64_t peel_registers = 0;
-    if (spec.peel_rows) {
-      peel_registers = 8;
-      for (const ir::Slot& slot : lp.program.slots) {
-        if (slot.role == ir::Role::read && slot.shape == ir::Shape::column)
-          peel_registers += 2 * c.vec *
-                            static_cast<std::int64_t>(dtype_size(
-                                ir::storage_dtype(slot, spec.io_dtype, spec.param_dtype))) /
-                            4;
-      }
-    }
-    const std::int64_t held = partial_registers + raw_registers + peel_registers;
+    const std::int64_t held = held_registers(lp, spec);
     const std::int64_t budget = std::min<std::int64_t>(255, 65536 / threads) - 40;
     if (held > budget) {
       return "the row does not fit in registers (" + std::to_string(held) +

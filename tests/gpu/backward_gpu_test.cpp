@@ -128,8 +128,8 @@ TEST_CASE("backward: clusters split rows, sum partials per cluster, and match th
     return;
   }
   // Column gradients (LayerNorm's dW, dB), recomputed statistics, a learned scalar (DyT's
-  // alpha, summed over every element), prefetching, and persistent grids of clusters that
-  // loop over more row blocks than fit at once (M = 1000).
+  // alpha, summed over every element), prefetching and staging, and persistent grids of
+  // clusters that loop over more row blocks than fit at once (M = 1000).
   const std::vector<tilenorm::ir::Program> programs = {
       tilenorm::backward(tilenorm::kernels::builtin_program("layer_norm")),
       tilenorm::backward(tilenorm::kernels::builtin_program("rms_norm"),
@@ -138,15 +138,16 @@ TEST_CASE("backward: clusters split rows, sum partials per cluster, and match th
   for (const auto& program : programs) {
     const tilenorm::Norm norm = backward_runtime().load(program);
     for (int ctas : {2, 4, 16}) {
-      for (int storage : {0, 3}) {
-        for (std::int64_t m : {5, 1000}) {
-          const std::int64_t n = 20000;
+      for (int storage : {0, 3, 4}) {
+        for (auto [n, m] : {std::pair<std::int64_t, std::int64_t>{20000, 5}, {20000, 1000},
+                            {65536, 5}}) {
           const tilenorm::KernelConfig config{256, 1, 8, storage, ctas};
           if (tilenorm::config_problem(norm.lowered(), {DType::bf16, DType::bf16, n, config}))
             continue;
           CAPTURE(program.name);
           CAPTURE(ctas);
           CAPTURE(storage);
+          CAPTURE(n);
           CAPTURE(m);
           const auto report = tilenorm::check_against_interpreter(
               norm, {.io_dtype = DType::bf16,
@@ -165,6 +166,63 @@ TEST_CASE("backward: clusters split rows, sum partials per cluster, and match th
       }
     }
   }
+}
+
+TEST_CASE("backward: rows staged in shared memory (cp.async) match the interpreter") {
+  // Staged rows copy the next row block asynchronously while this one is worked on. Covered:
+  // every copy size (16 bytes: bf16 x 8 and fp32 x 4; 8 bytes: fp16 x 4; 4 bytes: bf16 x 2),
+  // two rows per CTA, a ragged last chunk (N = 12345 in rows padded to a multiple of 8, so
+  // the copy of the last chunk stops at the row's end), one row block and many per CTA.
+  struct Case {
+    DType dtype;
+    int vec;
+    int threads_per_row;
+    int rows_per_cta;
+    std::int64_t n;
+  };
+  const Case cases[] = {
+      {DType::bf16, 8, 256, 1, 8192}, {DType::bf16, 8, 128, 2, 1000}, {DType::f32, 4, 256, 1, 4096},
+      {DType::f16, 4, 128, 1, 2048},  {DType::bf16, 2, 128, 1, 512},  {DType::bf16, 8, 256, 1, 12345},
+  };
+  const std::vector<tilenorm::ir::Program> programs = {
+      tilenorm::backward(tilenorm::kernels::builtin_program("layer_norm")),
+      tilenorm::backward(tilenorm::kernels::builtin_program("layer_norm"),
+                         {tilenorm::StatisticsMode::recompute}),
+      tilenorm::backward(tilenorm::kernels::builtin_program("rms_norm")),
+      tilenorm::backward(dyt())};
+  int checked = 0;
+  for (const auto& program : programs) {
+    const tilenorm::Norm norm = backward_runtime().load(program);
+    for (const Case& c : cases) {
+      for (std::int64_t m : {3, 700}) {
+        const tilenorm::KernelConfig config{c.threads_per_row, c.rows_per_cta, c.vec, 4, 1};
+        CAPTURE(program.name);
+        CAPTURE(tilenorm::dtype_name(c.dtype));
+        CAPTURE(config.describe());
+        CAPTURE(c.n);
+        CAPTURE(m);
+        REQUIRE_FALSE(tilenorm::config_problem(norm.lowered(), {c.dtype, c.dtype, c.n, config}));
+        const std::int64_t padded = (c.n + 7) / 8 * 8;
+        const auto report = tilenorm::check_against_interpreter(
+            norm, {.io_dtype = c.dtype,
+                   .param_dtype = c.dtype,
+                   .rows = m,
+                   .cols = c.n,
+                   .extra_row_stride = padded - c.n,
+                   .seed = 500u + static_cast<unsigned>(checked),
+                   .scalars = program.find_slot("eps") ? std::vector<float>{1e-2f}
+                                                       : std::vector<float>{},
+                   .config = config});
+        INFO(report.describe());
+        CHECK(report.ok());
+        CHECK(report.unwritten == 0);
+        CHECK(report.clobbered == 0);
+        CHECK(report.used.config == config);
+        ++checked;
+      }
+    }
+  }
+  CHECK(checked == 48);
 }
 
 TEST_CASE("backward: layer_norm_backward is bitwise deterministic and captures into a graph") {

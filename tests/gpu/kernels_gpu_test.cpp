@@ -177,12 +177,20 @@ TEST_CASE("LayerNorm's one-phase statistics survive a large offset, on one CTA a
 
 TEST_CASE("every row storage mode gives the same results") {
   const tilenorm::Norm& norm = tilenorm::kernels::builtin(shared_runtime(), "layer_norm");
-  for (int storage = 0; storage <= 2; ++storage) {
-    // 5121: rows start misaligned, so vec 8 is a peeled kernel.
+  for (int storage = 0; storage < tilenorm::kRowStorageCount; ++storage) {
+    // 5121: rows start misaligned, so vec 8 is a peeled kernel, which cannot fetch ahead.
     for (std::int64_t n : {1000, 5120, 5121}) {
       CAPTURE(storage);
       CAPTURE(n);
       const tilenorm::KernelConfig config{256, 1, 8, storage, 1};
+      const bool ahead = tilenorm::fetches_ahead(static_cast<tilenorm::RowStorage>(storage));
+      if (ahead && n == 5121) {
+        const auto problem = tilenorm::config_problem(
+            norm.lowered(), {DType::bf16, DType::bf16, n, config, /*peel_rows=*/true});
+        REQUIRE(problem);
+        CHECK(problem->find("cannot fetch ahead") != std::string::npos);
+        continue;
+      }
       const auto report = tilenorm::check_against_interpreter(norm, {.io_dtype = DType::bf16,
                                                                      .param_dtype = DType::bf16,
                                                                      .rows = 300,

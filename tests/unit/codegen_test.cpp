@@ -208,9 +208,11 @@ TEST_CASE(
     const KernelSpec spec = heuristic_spec(program, DType::bf16, 4096);
     const auto kernel = tilenorm::generate_cuda(program, spec);
     CHECK(kernel.name == "tilenorm_" + name);
+    // Staged kernels also ask for a number of CTAs per SM (see the staged test case).
+    const bool staged = spec.config.row_storage == static_cast<int>(RowStorage::staged);
     CHECK(contains(kernel.source, "extern \"C\" __global__ void __launch_bounds__(" +
-                                      std::to_string(kernel.threads_per_block) + ")\n" +
-                                      kernel.name + "("));
+                                      std::to_string(kernel.threads_per_block) +
+                                      (staged ? ", " : ")\n" + kernel.name + "(")));
     CHECK(contains(kernel.source, "  constexpr int N = 4096;\n"));
     CHECK(
         contains(kernel.source, "  constexpr int VEC = " + std::to_string(spec.config.vec) + ";"));
@@ -483,20 +485,73 @@ TEST_CASE("codegen: shared storage asks for dynamic shared memory, the others do
   for (const Case& c : {Case{"layer_norm", 1}, Case{"layer_norm_backward", 2}}) {
     CAPTURE(c.kernel);
     const tilenorm::LoweredProgram program = lowered(c.kernel);
-    for (RowStorage storage :
-         {RowStorage::registers, RowStorage::shared, RowStorage::global, RowStorage::prefetched}) {
+    for (RowStorage storage : {RowStorage::registers, RowStorage::shared, RowStorage::global,
+                               RowStorage::prefetched, RowStorage::staged}) {
       CAPTURE(tilenorm::row_storage_name(storage));
       const KernelSpec spec{DType::bf16, DType::bf16, 2048, config(256, 2, 8, storage)};
       if (tilenorm::config_problem(program, spec)) continue;
       const auto kernel = tilenorm::generate_cuda(program, spec);
-      const std::size_t expected = storage == RowStorage::shared ? c.row_inputs * 2048 * 2 * 2 : 0;
+      // A stash holds the whole row; a stage one chunk per thread, here all of the row too.
+      const bool in_shared = storage == RowStorage::shared || storage == RowStorage::staged;
+      const std::size_t expected = in_shared ? c.row_inputs * 2048 * 2 * 2 : 0;
       CHECK(kernel.dynamic_shared_bytes == expected);
       CHECK(tilenorm::dynamic_shared_memory_bytes(program, spec) == expected);
-      CHECK(contains(kernel.source, "extern __shared__") == (storage == RowStorage::shared));
+      CHECK(contains(kernel.source, "extern __shared__") == in_shared);
       CHECK(contains(kernel.source,
                      "row_storage=" + std::string(tilenorm::row_storage_name(storage))));
     }
   }
+}
+
+TEST_CASE("codegen: staged rows copy the next row block into shared memory with cp.async") {
+  const auto program = lowered("layer_norm_backward");
+  const KernelSpec spec{DType::bf16, DType::bf16, 8192, config(256, 1, 8, RowStorage::staged)};
+  REQUIRE_FALSE(tilenorm::config_problem(program, spec));
+  const auto kernel = tilenorm::generate_cuda(program, spec);
+  CHECK(kernel.persistent);
+  // x and dy, 4 chunks of 16 bytes per thread each, after the dweight and dbias partial sums
+  // (2 sums x 32 values x 256 threads x 4 bytes).
+  const std::size_t partials = 2 * 32 * 256 * 4, staging = 2 * 4 * 256 * 16;
+  CHECK(kernel.dynamic_shared_bytes == partials + staging);
+  CHECK(contains(kernel.source, "reinterpret_cast<typename tn::RawVector<sizeof(tn::bf16) * "
+                                "VEC>::type*>(tn_dynamic_smem + " +
+                                    std::to_string(partials) + ") + threadIdx.x;"));
+  // The first block's copies start before the loop; each block waits for its own, reads them
+  // into registers, and starts the next block's copies after the first pass has consumed
+  // every row input, before that pass's barrier; the kernel waits for the last (empty) copies
+  // before it exits.
+  const std::string& src = kernel.source;
+  const std::size_t loop = src.find("for (long long block = blockIdx.x;");
+  const std::size_t first_copy = src.find("tn::copy_chunk_async<tn::bf16, VEC, N>(tn_stage0");
+  const std::size_t wait = src.find("tn::wait_async_copies();", loop);
+  const std::size_t readback = src.find("in0_raw[it] = tn_stage0[it * TPR * RPC];");
+  const std::size_t first_pass = src.find("// Pass for reduction phase 0.");
+  const std::size_t next_copy = src.find("tn::copy_chunk_async<tn::bf16, VEC, N>(tn_stage0", loop);
+  const std::size_t barrier = src.find("__syncthreads();", first_pass);
+  const std::size_t final_wait = src.find("tn::wait_async_copies();", barrier);
+  const std::size_t partial_sums = src.find("// Partial sums of the cross-row reductions.");
+  REQUIRE(loop != std::string::npos);
+  CHECK(first_copy < loop);
+  CHECK(loop < wait);
+  CHECK(wait < readback);
+  CHECK(readback < first_pass);
+  CHECK(first_pass < next_copy);
+  CHECK(next_copy < barrier);
+  CHECK(final_wait < partial_sums);
+  CHECK(partial_sums != std::string::npos);
+  CHECK(contains(src, "const long long fetch_row = (block + gridDim.x) * RPC + row_in_cta;"));
+  // Where the rows leave room, ptxas is asked for two CTAs of 256 threads per SM.
+  CHECK(contains(src, "__launch_bounds__(256, 2)"));
+  // The same rows in registers fetch nothing ahead.
+  const auto registers = tilenorm::generate_cuda(
+      program, {DType::bf16, DType::bf16, 8192, config(256, 1, 8, RowStorage::registers)});
+  CHECK(registers.dynamic_shared_bytes == partials);
+  CHECK_FALSE(contains(registers.source, "copy_chunk_async<"));
+  CHECK(contains(registers.source, "__launch_bounds__(256)\n"));
+  // A forward that stages is persistent, like one that prefetches.
+  CHECK(tilenorm::generate_cuda(lowered("rms_norm"), {DType::bf16, DType::bf16, 4096,
+                                                      config(256, 1, 8, RowStorage::staged)})
+            .persistent);
 }
 
 // ---- configurations that cannot be generated
@@ -523,10 +578,10 @@ TEST_CASE("codegen: config_problem names what is wrong with a configuration") {
   CHECK(tilenorm::config_problem(lowered("rms_norm"),
                                  {DType::bf16, DType::f32, 1024, config(128, 1, 8, registers)}) ==
         "vec must be a power of two with vec * element size <= 16 bytes, got 8");
-  CHECK(problem("rms_norm", DType::bf16, 1024, config(128, 1, 8, static_cast<RowStorage>(4))) ==
-        "row_storage must be 0 (registers), 1 (shared), 2 (global) or 3 (prefetched), got 4");
+  CHECK(problem("rms_norm", DType::bf16, 1024, config(128, 1, 8, static_cast<RowStorage>(5))) ==
+        "row_storage must be 0 (registers), 1 (shared), 2 (global), 3 (prefetched) or 4 (staged), got 5");
   CHECK(problem("rms_norm", DType::bf16, 1024, config(128, 1, 8, static_cast<RowStorage>(-1))) ==
-        "row_storage must be 0 (registers), 1 (shared), 2 (global) or 3 (prefetched), got -1");
+        "row_storage must be 0 (registers), 1 (shared), 2 (global), 3 (prefetched) or 4 (staged), got -1");
   // 256 bf16 values per thread, held two to a register.
   CHECK(problem("rms_norm", DType::bf16, 262144, config(1024, 1, 8, registers)) ==
         "the row does not fit in registers (128 values per thread, budget 24)");
@@ -542,6 +597,17 @@ TEST_CASE("codegen: config_problem names what is wrong with a configuration") {
   too_many.ctas_per_row = 3;
   CHECK(problem("rms_norm", DType::bf16, 65536, too_many) ==
         "ctas_per_row must be a power of two in 1..16, got 3");
+  // cp.async moves 4, 8 or 16 bytes: staged bf16 rows need at least two per chunk.
+  CHECK(problem("rms_norm_backward", DType::bf16, 1024, config(128, 1, 1, RowStorage::staged)) ==
+        "staged rows are copied by cp.async, which moves 4, 8 or 16 bytes: row input 'x' has "
+        "chunks of 2 bytes at vec 1");
+  CHECK(problem("rms_norm_backward", DType::bf16, 1024, config(128, 1, 2, RowStorage::staged))
+            .empty());
+  CHECK(tilenorm::config_problem(lowered("rms_norm"), {DType::bf16, DType::bf16, 1024,
+                                                       config(128, 1, 8, RowStorage::staged),
+                                                       /*peel_rows=*/true}) ==
+        "peel_rows (rows that start misaligned) cannot fetch ahead (staged): the next row's "
+        "shift is not known when its loads are issued");
   // Prefetching makes any kernel persistent, forward or backward.
   CHECK(problem("rms_norm", DType::bf16, 1024, config(128, 1, 8, RowStorage::prefetched)).empty());
   CHECK(problem("rms_norm_backward", DType::bf16, 1024, config(128, 1, 8, RowStorage::prefetched))
@@ -737,8 +803,15 @@ TEST_CASE("codegen: the heuristic keeps rows in registers, then shared memory, t
   CHECK(backward_storage("rms_norm_backward", DType::bf16, 128) == RowStorage::prefetched);
   CHECK(backward_storage("layer_norm_backward", DType::bf16, 128) == RowStorage::prefetched);
   CHECK(backward_storage("rms_norm_backward", DType::bf16, 4096) == RowStorage::registers);
-  // With its column partial sums in shared memory, 12345 bf16 values still fit registers.
-  CHECK(backward_storage("layer_norm_backward", DType::bf16, 12345) == RowStorage::registers);
+  // With its column partial sums in shared memory, 12345 bf16 values still fit registers;
+  // LayerNorm's backward (reading saved statistics, summing dweight and dbias) stages the next
+  // row block in shared memory there, while RMSNorm's (one column sum) and the recomputing
+  // one keep plain registers.
+  CHECK(backward_storage("layer_norm_backward", DType::bf16, 12345) == RowStorage::staged);
+  CHECK(backward_storage("layer_norm_backward", DType::bf16, 8192) == RowStorage::staged);
+  CHECK(backward_storage("rms_norm_backward", DType::bf16, 8192) == RowStorage::registers);
+  CHECK(backward_storage("layer_norm_backward_recompute", DType::bf16, 8192) ==
+        RowStorage::registers);
   CHECK(backward_storage("layer_norm_backward", DType::f32, 32768) == RowStorage::global);
   // Without sums across rows, only cluster kernels prefetch, even for short rows.
   CHECK(backward_storage("rms_norm_no_weight_backward", DType::bf16, 128) == RowStorage::registers);

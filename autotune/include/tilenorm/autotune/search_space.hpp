@@ -35,6 +35,7 @@ enum class PruneRule {
   needless_cluster,   // a cluster for a short row, slices under 256 vectors, or slices not
                       // held one row per CTA in registers
   forward_prefetch,   // prefetched rows for a program without sums across rows, no cluster
+  staged_scope,       // staged rows outside a backward of one CTA per row (measured there)
   small_block,        // fewer than 64 threads per CTA
   idle_threads,       // more than half of a row's threads would have no vector to work on
   uncoalesced,        // a row's threads read less than a 128-byte line per step

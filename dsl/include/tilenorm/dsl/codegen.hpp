@@ -25,12 +25,20 @@ enum class RowStorage : int {
   prefetched = 3,  // registers, with the next row block's loads in flight while this one is
                    // worked on; the kernel is then persistent (a grid that fits the device,
                    // each CTA or cluster looping over row blocks)
+  staged = 4,      // registers, with the next row block copied asynchronously (cp.async,
+                   // sm_80+) into shared memory while this one is worked on: the overlap of
+                   // prefetched without its second set of registers; persistent as well
 };
-inline constexpr int kRowStorageCount = 4;  // RowStorage values are 0 .. kRowStorageCount - 1
+inline constexpr int kRowStorageCount = 5;  // RowStorage values are 0 .. kRowStorageCount - 1
 
-// Whether the rows live in registers (registers or prefetched).
+// Whether the rows live in registers while a row block is worked on.
 constexpr bool rows_in_registers(RowStorage storage) {
-  return storage == RowStorage::registers || storage == RowStorage::prefetched;
+  return storage == RowStorage::registers || storage == RowStorage::prefetched ||
+         storage == RowStorage::staged;
+}
+// Whether a persistent kernel fetches the next row block ahead (prefetched or staged).
+constexpr bool fetches_ahead(RowStorage storage) {
+  return storage == RowStorage::prefetched || storage == RowStorage::staged;
 }
 std::string_view row_storage_name(RowStorage storage);
 
