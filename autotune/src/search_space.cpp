@@ -142,8 +142,8 @@ std::optional<PrunedCandidate> prune(const Context& context, const KernelConfig&
   }
   // Staged rows won where the next row's loads had no registers to land in: backwards of one
   // CTA per row (H200, bf16, 2026-11-30: LayerNorm N = 4096-16384 +3 to +6 points of the copy
-  // ceiling). On clusters the prefetched slices, which fit in registers there, were faster
-  // (RMSNorm N = 65536: 65.3% prefetched, 59.4% staged).
+  // ceiling). (On clusters config_problem refuses them; prefetched slices were faster there
+  // anyway: RMSNorm N = 65536 65.3% prefetched, 59.4% staged.)
   // Where a thread holds at most 16 values of a row input, prefetched has the registers; rows
   // within a warp (short rows, all of which prefetch or stay in registers) are not searched.
   const std::int64_t values_per_thread =

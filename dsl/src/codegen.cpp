@@ -1358,6 +1358,12 @@ std::optional<std::string> config_problem(const LoweredProgram& lp, const Kernel
            std::string(row_storage_name(storage)) +
            "): the next row's shift is not known when its loads are issued";
   }
+  if (storage == RowStorage::staged && c.ctas_per_row > 1) {
+    return "staged rows are not supported on a cluster (ctas_per_row " +
+           std::to_string(c.ctas_per_row) +
+           "): compute-sanitizer racecheck reported shared-memory hazards and wrong results "
+           "there (H200, 2026-11-30) whose cause is not found yet; use prefetched";
+  }
   if (storage == RowStorage::staged) {
     for (const ir::Slot& slot : lp.program.slots) {
       if (slot.role != ir::Role::read || slot.shape != ir::Shape::tile) continue;

@@ -603,6 +603,12 @@ TEST_CASE("codegen: config_problem names what is wrong with a configuration") {
         "chunks of 2 bytes at vec 1");
   CHECK(problem("rms_norm_backward", DType::bf16, 1024, config(128, 1, 2, RowStorage::staged))
             .empty());
+  KernelConfig staged_cluster = config(256, 1, 8, RowStorage::staged);
+  staged_cluster.ctas_per_row = 4;
+  CHECK(problem("layer_norm_backward", DType::bf16, 65536, staged_cluster) ==
+        "staged rows are not supported on a cluster (ctas_per_row 4): compute-sanitizer "
+        "racecheck reported shared-memory hazards and wrong results there (H200, 2026-11-30) "
+        "whose cause is not found yet; use prefetched");
   CHECK(tilenorm::config_problem(lowered("rms_norm"), {DType::bf16, DType::bf16, 1024,
                                                        config(128, 1, 8, RowStorage::staged),
                                                        /*peel_rows=*/true}) ==
