@@ -98,13 +98,12 @@ DTypeChoice parse_dtype_choice(std::string_view flag, std::string_view text) {
 }
 
 RowStorage parse_row_storage(std::string_view flag, std::string_view text) {
-  for (RowStorage storage :
-       {RowStorage::registers, RowStorage::shared, RowStorage::global, RowStorage::prefetched,
-        RowStorage::staged}) {
+  for (RowStorage storage : {RowStorage::registers, RowStorage::shared, RowStorage::global,
+                             RowStorage::prefetched, RowStorage::staged}) {
     if (row_storage_name(storage) == text) return storage;
   }
-  throw UsageError(std::string(flag) + " must be registers, shared, global, prefetched or staged, got " +
-                   quoted(text));
+  throw UsageError(std::string(flag) +
+                   " must be registers, shared, global, prefetched or staged, got " + quoted(text));
 }
 
 std::string parse_kernel_name(std::string_view flag, std::string_view text) {

@@ -640,7 +640,8 @@ class Emitter {
       const std::size_t bytes = static_cast<std::size_t>(geo_.iters) *
                                 static_cast<std::size_t>(spec_.config.threads_per_row) *
                                 static_cast<std::size_t>(spec_.config.rows_per_cta) *
-                                dtype_size(slot_dtype(s)) * static_cast<std::size_t>(spec_.config.vec);
+                                dtype_size(slot_dtype(s)) *
+                                static_cast<std::size_t>(spec_.config.vec);
       offset += (bytes + 15) / 16 * 16;
     }
   }

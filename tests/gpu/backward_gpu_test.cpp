@@ -140,8 +140,8 @@ TEST_CASE("backward: clusters split rows, sum partials per cluster, and match th
     const tilenorm::Norm norm = backward_runtime().load(program);
     for (int ctas : {2, 4, 16}) {
       for (int storage : {0, 3}) {
-        for (auto [n, m] : {std::pair<std::int64_t, std::int64_t>{20000, 5}, {20000, 1000},
-                            {65536, 5}}) {
+        for (auto [n, m] :
+             {std::pair<std::int64_t, std::int64_t>{20000, 5}, {20000, 1000}, {65536, 5}}) {
           const tilenorm::KernelConfig config{256, 1, 8, storage, ctas};
           const tilenorm::KernelSpec spec{DType::bf16, DType::bf16, n, config};
           // Invalid here, or more shared memory than a CTA may have: the launch refuses those
@@ -187,8 +187,9 @@ TEST_CASE("backward: rows staged in shared memory (cp.async) match the interpret
     std::int64_t n;
   };
   const Case cases[] = {
-      {DType::bf16, 8, 256, 1, 8192}, {DType::bf16, 8, 128, 2, 1000}, {DType::f32, 4, 256, 1, 4096},
-      {DType::f16, 4, 128, 1, 2048},  {DType::bf16, 2, 128, 1, 512},  {DType::bf16, 8, 256, 1, 12345},
+      {DType::bf16, 8, 256, 1, 8192}, {DType::bf16, 8, 128, 2, 1000},
+      {DType::f32, 4, 256, 1, 4096},  {DType::f16, 4, 128, 1, 2048},
+      {DType::bf16, 2, 128, 1, 512},  {DType::bf16, 8, 256, 1, 12345},
   };
   const std::vector<tilenorm::ir::Program> programs = {
       tilenorm::backward(tilenorm::kernels::builtin_program("layer_norm")),
@@ -210,15 +211,15 @@ TEST_CASE("backward: rows staged in shared memory (cp.async) match the interpret
         REQUIRE_FALSE(tilenorm::config_problem(norm.lowered(), {c.dtype, c.dtype, c.n, config}));
         const std::int64_t padded = (c.n + 7) / 8 * 8;
         const auto report = tilenorm::check_against_interpreter(
-            norm, {.io_dtype = c.dtype,
-                   .param_dtype = c.dtype,
-                   .rows = m,
-                   .cols = c.n,
-                   .extra_row_stride = padded - c.n,
-                   .seed = 500u + static_cast<unsigned>(checked),
-                   .scalars = program.find_slot("eps") ? std::vector<float>{1e-2f}
-                                                       : std::vector<float>{},
-                   .config = config});
+            norm,
+            {.io_dtype = c.dtype,
+             .param_dtype = c.dtype,
+             .rows = m,
+             .cols = c.n,
+             .extra_row_stride = padded - c.n,
+             .seed = 500u + static_cast<unsigned>(checked),
+             .scalars = program.find_slot("eps") ? std::vector<float>{1e-2f} : std::vector<float>{},
+             .config = config});
         INFO(report.describe());
         CHECK(report.ok());
         CHECK(report.unwritten == 0);

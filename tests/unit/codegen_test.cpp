@@ -513,9 +513,10 @@ TEST_CASE("codegen: staged rows copy the next row block into shared memory with 
   // (2 sums x 32 values x 256 threads x 4 bytes).
   const std::size_t partials = 2 * 32 * 256 * 4, staging = 2 * 4 * 256 * 16;
   CHECK(kernel.dynamic_shared_bytes == partials + staging);
-  CHECK(contains(kernel.source, "reinterpret_cast<typename tn::RawVector<sizeof(tn::bf16) * "
-                                "VEC>::type*>(tn_dynamic_smem + " +
-                                    std::to_string(partials) + ") + threadIdx.x;"));
+  CHECK(contains(kernel.source,
+                 "reinterpret_cast<typename tn::RawVector<sizeof(tn::bf16) * "
+                 "VEC>::type*>(tn_dynamic_smem + " +
+                     std::to_string(partials) + ") + threadIdx.x;"));
   // The first block's copies start before the loop; each block waits for its own, reads them
   // into registers, and starts the next block's copies after the first pass has consumed
   // every row input, before that pass's barrier; the kernel waits for the last (empty) copies
@@ -579,9 +580,11 @@ TEST_CASE("codegen: config_problem names what is wrong with a configuration") {
                                  {DType::bf16, DType::f32, 1024, config(128, 1, 8, registers)}) ==
         "vec must be a power of two with vec * element size <= 16 bytes, got 8");
   CHECK(problem("rms_norm", DType::bf16, 1024, config(128, 1, 8, static_cast<RowStorage>(5))) ==
-        "row_storage must be 0 (registers), 1 (shared), 2 (global), 3 (prefetched) or 4 (staged), got 5");
+        "row_storage must be 0 (registers), 1 (shared), 2 (global), 3 (prefetched) or 4 (staged), "
+        "got 5");
   CHECK(problem("rms_norm", DType::bf16, 1024, config(128, 1, 8, static_cast<RowStorage>(-1))) ==
-        "row_storage must be 0 (registers), 1 (shared), 2 (global), 3 (prefetched) or 4 (staged), got -1");
+        "row_storage must be 0 (registers), 1 (shared), 2 (global), 3 (prefetched) or 4 (staged), "
+        "got -1");
   // 256 bf16 values per thread, held two to a register.
   CHECK(problem("rms_norm", DType::bf16, 262144, config(1024, 1, 8, registers)) ==
         "the row does not fit in registers (128 values per thread, budget 24)");
