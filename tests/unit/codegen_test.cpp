@@ -785,6 +785,31 @@ TEST_CASE("codegen: with clusters, the heuristic splits long rows") {
   CHECK(heuristic_spec(program, DType::bf16, 65536, a100).config.ctas_per_row == 1);
 }
 
+TEST_CASE(
+    "codegen: the heuristic gives short forward rows two vectors per thread, 64-thread CTAs") {
+  // threads per row x rows per CTA, bf16 (8 per vector): the shapes the tuner ranked first.
+  struct Case {
+    const char* kernel;
+    std::int64_t n;
+    int threads_per_row;
+    int rows_per_cta;
+  };
+  for (const Case& c : {Case{"layer_norm", 128, 8, 8}, Case{"rms_norm", 128, 8, 8},
+                        Case{"layer_norm", 512, 32, 2}, Case{"rms_norm", 1024, 32, 2},
+                        Case{"layer_norm", 2048, 64, 1}, Case{"layer_norm", 4096, 128, 2}}) {
+    CAPTURE(c.kernel);
+    CAPTURE(c.n);
+    const auto config = heuristic_spec(lowered(c.kernel), DType::bf16, c.n).config;
+    CHECK(config.threads_per_row == c.threads_per_row);
+    CHECK(config.rows_per_cta == c.rows_per_cta);
+    CHECK(config.vec == 8);
+  }
+  // A backward's short rows keep 256-thread CTAs, one vector per thread at N = 128.
+  const auto backward = heuristic_spec(lowered("layer_norm_backward"), DType::bf16, 128).config;
+  CHECK(backward.threads_per_row == 16);
+  CHECK(backward.rows_per_cta == 16);
+}
+
 TEST_CASE("codegen: the heuristic keeps rows in registers, then shared memory, then global") {
   const tilenorm::LoweredProgram program = lowered("rms_norm");
   // A GPU without clusters, so that one CTA holds the whole row.
