@@ -846,6 +846,14 @@ TEST_CASE("codegen: the heuristic keeps rows in registers, then shared memory, t
   CHECK(backward_storage("rms_norm_backward", DType::bf16, 8192) == RowStorage::registers);
   CHECK(backward_storage("layer_norm_backward_recompute", DType::bf16, 8192) ==
         RowStorage::registers);
+  // Rows misaligned to 2 bytes narrow a backward to vec 1, where cp.async cannot copy a chunk:
+  // the heuristic then keeps plain registers, which it can generate.
+  const tilenorm::LoweredProgram ln_backward = lowered("layer_norm_backward");
+  const KernelConfig unstaged = tilenorm::heuristic_config(ln_backward, DType::bf16, DType::bf16,
+                                                           8192, h200_without_clusters, 1);
+  CHECK(unstaged.vec == 1);
+  CHECK(unstaged.row_storage != static_cast<int>(RowStorage::staged));
+  CHECK_FALSE(tilenorm::config_problem(ln_backward, {DType::bf16, DType::bf16, 8192, unstaged}));
   CHECK(backward_storage("layer_norm_backward", DType::f32, 32768) == RowStorage::global);
   // Without sums across rows, only cluster kernels prefetch, even for short rows.
   CHECK(backward_storage("rms_norm_no_weight_backward", DType::bf16, 128) == RowStorage::registers);
