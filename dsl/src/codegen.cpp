@@ -292,19 +292,24 @@ std::int64_t held_registers(const LoweredProgram& lp, const KernelSpec& spec) {
   return partial_registers + raw_registers + peel_registers;
 }
 
-// Shared memory for the next row block's chunks of RowStorage::staged: each thread's own
-// chunks of each row input, laid out chunk-major so that a warp's copies are contiguous.
+// One row input's staging slots for RowStorage::staged: every thread's own chunks, laid out
+// chunk-major so that a warp's copies are contiguous; rounded to 16 bytes so that the next
+// input's slots stay aligned.
+std::size_t stage_bytes(const KernelSpec& spec, DType dtype) {
+  const std::size_t bytes = static_cast<std::size_t>(geometry(spec).iters) *
+                            static_cast<std::size_t>(spec.config.threads_per_row) *
+                            static_cast<std::size_t>(spec.config.rows_per_cta) *
+                            static_cast<std::size_t>(spec.config.vec) * dtype_size(dtype);
+  return (bytes + 15) / 16 * 16;
+}
+
+// Shared memory for the next row block's chunks of RowStorage::staged.
 std::size_t staging_bytes(const LoweredProgram& lp, const KernelSpec& spec) {
   if (static_cast<RowStorage>(spec.config.row_storage) != RowStorage::staged) return 0;
-  const std::int64_t chunks_per_thread = geometry(spec).iters;
-  const std::int64_t threads = std::int64_t{spec.config.threads_per_row} * spec.config.rows_per_cta;
   std::size_t bytes = 0;
   for (const ir::Slot& slot : lp.program.slots) {
-    if (slot.role != ir::Role::read || slot.shape != ir::Shape::tile) continue;
-    const std::size_t chunk_bytes =
-        dtype_size(ir::storage_dtype(slot, spec.io_dtype, spec.param_dtype)) *
-        static_cast<std::size_t>(spec.config.vec);
-    bytes += (static_cast<std::size_t>(chunks_per_thread * threads) * chunk_bytes + 15) / 16 * 16;
+    if (slot.role == ir::Role::read && slot.shape == ir::Shape::tile)
+      bytes += stage_bytes(spec, ir::storage_dtype(slot, spec.io_dtype, spec.param_dtype));
   }
   return bytes;
 }
@@ -628,7 +633,7 @@ class Emitter {
   bool staging() const { return storage_ == RowStorage::staged; }
 
   // Where staged chunks land: this thread's chunk `it` of row input i is tn_stage<i>[it *
-  // THREADS] (see staging_bytes), so a warp's copies fill contiguous 16-byte slots.
+  // THREADS] (see stage_bytes), so a warp's copies fill contiguous 16-byte slots.
   void emit_staging_pointers() {
     std::size_t offset = row_stash_bytes(lp_, spec_) + shared_partials_bytes(lp_, spec_) +
                          column_stash_bytes(lp_, spec_);
@@ -637,12 +642,7 @@ class Emitter {
       if (s.role != ir::Role::read || s.shape != Shape::tile) continue;
       out_ << "  " << raw_type(s) << "* tn_stage" << i << " = reinterpret_cast<" << raw_type(s)
            << "*>(tn_dynamic_smem + " << offset << ") + threadIdx.x;\n";
-      const std::size_t bytes = static_cast<std::size_t>(geo_.iters) *
-                                static_cast<std::size_t>(spec_.config.threads_per_row) *
-                                static_cast<std::size_t>(spec_.config.rows_per_cta) *
-                                dtype_size(slot_dtype(s)) *
-                                static_cast<std::size_t>(spec_.config.vec);
-      offset += (bytes + 15) / 16 * 16;
+      offset += stage_bytes(spec_, slot_dtype(s));
     }
   }
 
