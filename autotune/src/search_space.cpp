@@ -142,15 +142,14 @@ std::optional<PrunedCandidate> prune(const Context& context, const KernelConfig&
   }
   // Staged rows won where the next row's loads had no registers to land in: backwards of one
   // CTA per row (H200, bf16, 2026-11-30: LayerNorm N = 4096-16384 +3 to +6 points of the copy
-  // ceiling). (On clusters config_problem refuses them; prefetched slices were faster there
-  // anyway: RMSNorm N = 65536 65.3% prefetched, 59.4% staged.)
-  // Where a thread holds at most 16 values of a row input, prefetched has the registers; rows
-  // within a warp (short rows, all of which prefetch or stay in registers) are not searched.
+  // ceiling; config_problem refuses them on clusters). Where a thread holds at most 16 values
+  // of a row input, prefetched has the registers; rows within a warp (short rows, all of which
+  // prefetch or stay in registers) are not searched.
   const std::int64_t values_per_thread =
       ceil_div(vectors_per_row, std::int64_t{config.threads_per_row}) * config.vec;
   if (static_cast<RowStorage>(config.row_storage) == RowStorage::staged &&
-      (config.ctas_per_row > 1 || !plan_kernels(context.program).persistent ||
-       values_per_thread <= kPrefetchedValues || config.threads_per_row < kStagedRowThreads)) {
+      (!plan_kernels(context.program).persistent || values_per_thread <= kPrefetchedValues ||
+       config.threads_per_row < kStagedRowThreads)) {
     return pruned(PruneRule::staged_scope,
                   "staged rows are searched only in backwards (sums across rows) of one CTA per "
                   "row, at least " +

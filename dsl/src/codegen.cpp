@@ -649,9 +649,9 @@ class Emitter {
   // The staged copies of the next row block start once this thread has used every chunk
   // it read back from its staging slots: a cp.async is not ordered after an earlier
   // ld.shared of the same address, but it is after an instruction that consumed the loaded
-  // value. So the fetch follows the first pass that has read every row input, before that
-  // pass's reduction barrier.
-  void note_pass_inputs(const std::vector<NodeId>& nodes) {
+  // value. So the fetch follows the first pass that has read every row input (at the latest
+  // the final pass), before that pass's reduction barrier.
+  void note_pass_inputs(const std::vector<NodeId>& nodes, bool final_pass) {
     if (!staging() || fetched_this_row_) return;
     for (NodeId id : nodes) {
       const Node& n = g_.node(id);
@@ -659,7 +659,8 @@ class Emitter {
     }
     for (NodeId id : p_.reachable_nodes()) {
       const Node& n = g_.node(id);
-      if (n.op == Op::load && n.shape == Shape::tile && !inputs_read_.count(n.index)) return;
+      if (!final_pass && n.op == Op::load && n.shape == Shape::tile && !inputs_read_.count(n.index))
+        return;
     }
     emit_fetch("block + " + block_count_);
     fetched_this_row_ = true;
@@ -727,7 +728,6 @@ class Emitter {
       emit_row_scalars(static_cast<int>(phase));
     }
     emit_pass(-1);
-    if (staging() && !fetched_this_row_) emit_fetch("block + " + block_count_);
     for (NodeId r : lp_.cross_row_reductions) {
       if (!ir::varies_along_row(g_.node(r).shape))
         out_ << "  if (row_valid) xacc" << r << " += " << ref(g_.node(r).args[0]) << ";\n";
@@ -893,7 +893,7 @@ class Emitter {
            << ");\n";
     }
     out_ << "    }\n  }\n";
-    note_pass_inputs(nodes);
+    note_pass_inputs(nodes, final_pass);
     if (final_pass) return;
     emit_centering_pass(reductions);
     emit_row_reduction(reductions, lp_.reduction_phases[phase]);

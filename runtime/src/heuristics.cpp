@@ -23,7 +23,9 @@ constexpr int kMaxClusterCtas = 16;
 constexpr std::int64_t kLongRowVectors = 1024;
 constexpr std::int64_t kForwardClusterRowVectors = 4096;
 
-// Threads per CTA of a forward whose rows take at most this many threads.
+// Threads per CTA that short rows are stacked into, and the smaller CTAs of a forward whose
+// rows take at most that many threads.
+constexpr int kStackedCtaThreads = 256;
 constexpr int kSmallForwardCta = 64;
 // Staged rows (see heuristic_config): from this many threads per row, up to this many values
 // per thread.
@@ -54,9 +56,10 @@ int fewest_threads(std::int64_t chunks, std::int64_t per_thread, int narrowest) 
   return std::clamp(slightly_over ? threads / 2 : threads, narrowest, 1024);
 }
 
-// Small rows get several rows per CTA so that a block still has a useful number of threads.
-KernelConfig with_rows(int threads_per_row, int vec, RowStorage storage) {
-  const int rows = std::max(1, 256 / threads_per_row);
+// Small rows get several rows per CTA so that a block still has `cta_threads` threads.
+KernelConfig with_rows(int threads_per_row, int vec, RowStorage storage,
+                       int cta_threads = kStackedCtaThreads) {
+  const int rows = std::max(1, cta_threads / threads_per_row);
   return {threads_per_row, rows, vec, static_cast<int>(storage), 1};
 }
 
@@ -121,7 +124,8 @@ KernelConfig heuristic_config(const LoweredProgram& program, DType io_dtype, DTy
   // A forward's short rows give each thread at least two vectors (H200, bf16, tilenorm-tune
   // --show-candidates, 2026-11-30: N = 128 at 8 threads per row 86.7-87.0% of the copy
   // ceiling for LayerNorm, 16 threads 83.9-84.3%; RMSNorm 89.9% against 88.4%).
-  const bool persistent = plan_kernels(program).persistent;
+  const KernelPlan plan = plan_kernels(program);
+  const bool persistent = plan.persistent;
   const int narrowest = std::min(32, next_power_of_two(persistent ? chunks : (chunks + 1) / 2));
   // Long rows split across a cluster (H200, 2026-11-30, tilenorm-tune --show-candidates):
   // - a backward (which would otherwise spill or re-read its rows) past kClusterRowVectors:
@@ -181,13 +185,13 @@ KernelConfig heuristic_config(const LoweredProgram& program, DType io_dtype, DTy
     // CTA to itself (RMSNorm bf16 N = 4097 at 128 threads: 77% of the copy ceiling with one
     // row per CTA, 53% with two).
     const bool uneven = threads * vectors_per_thread < chunks;
-    KernelConfig config = with_rows(threads, vec, RowStorage::registers);
     // A forward of short rows runs CTAs of 64 threads: more CTAs per SM and a shorter tail
     // measured faster than 256-thread CTAs (same runs: LayerNorm N = 1024 at 32 threads per
     // row, 2 rows per CTA 90.2% against 8 rows 87.8%; N = 2048 at 64 x 1 91.0% against 64 x 4
     // 85.0%; RMSNorm N = 512 at 32 x 2 90.8% against 32 x 8 89.5%).
-    if (!persistent && threads <= kSmallForwardCta)
-      config.rows_per_cta = std::max(1, kSmallForwardCta / threads);
+    const bool small_forward_cta = !persistent && threads <= kSmallForwardCta;
+    KernelConfig config = with_rows(threads, vec, RowStorage::registers,
+                                    small_forward_cta ? kSmallForwardCta : kStackedCtaThreads);
     if (uneven) config.rows_per_cta = 1;
     if (!fits(config)) continue;
     // A persistent kernel (a backward) prefetches the next row block when the registers allow:
@@ -207,7 +211,7 @@ KernelConfig heuristic_config(const LoweredProgram& program, DType io_dtype, DTy
       prefetched.row_storage = static_cast<int>(RowStorage::prefetched);
       if (fits(prefetched)) return prefetched;
     }
-    if (persistent && saved_statistics(program) && plan_kernels(program).column_partials >= 2 &&
+    if (persistent && saved_statistics(program) && plan.column_partials >= 2 &&
         threads >= kStagedRowThreads && values_per_thread <= kStagedValues) {
       KernelConfig staged = config;
       staged.row_storage = static_cast<int>(RowStorage::staged);
