@@ -11,9 +11,12 @@
 namespace tilenorm {
 namespace {
 
-// Row values per thread (and array) up to which a persistent kernel prefetches.
+// Row values per thread (and array) up to which a persistent kernel prefetches; past that, on
+// sm_90 and later, while the two sets of raw row chunks take at most kPrefetchRegisters
+// registers (see heuristic_config).
 constexpr std::int64_t kPrefetchValues = 16;
-// Vectors of a row each CTA of a cluster keeps, and the largest cluster (non-portable above 8).
+constexpr std::int64_t kPrefetchRegisters = 128;  // Vectors of a row each CTA of a cluster keeps,
+                                                  // and the largest cluster (non-portable above 8).
 constexpr std::int64_t kClusterSliceVectors = 1024;
 // Rows longer than this many vectors go to a cluster (H200, 2026-11-30: at 2048 vectors, bf16
 // N = 16384, one CTA per row was faster: RMSNorm backward 68-74% of the copy ceiling against
@@ -27,10 +30,24 @@ constexpr std::int64_t kForwardClusterRowVectors = 4096;
 // rows take at most that many threads.
 constexpr int kStackedCtaThreads = 256;
 constexpr int kSmallForwardCta = 64;
-// Staged rows (see heuristic_config): from this many threads per row, up to this many values
-// per thread.
-constexpr int kStagedRowThreads = 128;
+// A persistent kernel that prefetches its rows, with at least four vectors per thread, runs
+// CTAs of 128 threads when its rows take at most 64.
+constexpr int kSmallPersistentCta = 128;
+// Staged rows (see heuristic_config): from this many threads per row, for more values per
+// thread than a prefetch takes and up to kStagedValues.
+constexpr int kStagedRowThreads = 64;
 constexpr std::int64_t kStagedValues = 32;
+
+// Bytes per column of the row inputs (Tile slots read), which a thread holds raw.
+std::int64_t row_input_bytes(const LoweredProgram& program, DType io_dtype, DType param_dtype) {
+  std::int64_t bytes = 0;
+  for (const ir::Slot& slot : program.program.slots) {
+    if (slot.role == ir::Role::read && slot.shape == ir::Shape::tile)
+      bytes +=
+          static_cast<std::int64_t>(dtype_size(ir::storage_dtype(slot, io_dtype, param_dtype)));
+  }
+  return bytes;
+}
 
 // Whether a backward reads the forward's saved statistics (RowScalar inputs).
 bool saved_statistics(const LoweredProgram& program) {
@@ -50,9 +67,12 @@ int next_power_of_two(std::int64_t v) {
 // per_thread vectors, unless one fewer power of two gives at most a quarter more (a row just
 // past a power of two, such as 513 vectors: 128 threads with 5 each measured 77% of the copy
 // ceiling for RMSNorm bf16 N = 4097, 256 threads with 2 or 3 each 60%).
-int fewest_threads(std::int64_t chunks, std::int64_t per_thread, int narrowest) {
+// A thread that already holds 8 vectors takes no more (the registers of a recomputing backward
+// run out).
+int fewest_threads(std::int64_t chunks, std::int64_t per_thread, int narrowest, bool persistent) {
   const int threads = next_power_of_two((chunks + per_thread - 1) / per_thread);
-  const bool slightly_over = threads > narrowest && (threads / 2) * per_thread * 5 / 4 >= chunks;
+  const bool slightly_over = threads > narrowest && !(persistent && per_thread >= 8) &&
+                             (threads / 2) * per_thread * 5 / 4 >= chunks;
   return std::clamp(slightly_over ? threads / 2 : threads, narrowest, 1024);
 }
 
@@ -127,15 +147,17 @@ KernelConfig heuristic_config(const LoweredProgram& program, DType io_dtype, DTy
   const KernelPlan plan = plan_kernels(program);
   const bool persistent = plan.persistent;
   const int narrowest = std::min(32, next_power_of_two(persistent ? chunks : (chunks + 1) / 2));
-  // Long rows split across a cluster (H200, 2026-11-30, tilenorm-tune --show-candidates):
+  // Long rows split across a cluster (H200, 2026-11-30, tilenorm-tune --show-candidates),
+  // four vectors per thread, prefetching the next row's slice:
   // - a backward (which would otherwise spill or re-read its rows) past kClusterRowVectors:
-  //   slices of at most kClusterSliceVectors vectors, two per thread, rows in registers (bf16
-  //   N = 65536: RMSNorm 54.9% of the copy ceiling in registers, 47% prefetched, 43% without
-  //   a cluster);
+  //   slices of at most kClusterSliceVectors vectors (bf16, M = 2^26 / N, seventh session:
+  //   RMSNorm N = 32768 on 4 x 256 threads 68.5% of the copy ceiling, 62.3% with the earlier
+  //   two vectors per thread in registers; N = 65536 on 8 x 256 64.8% against 58.9%; recomputing
+  //   LayerNorm N = 65536 40.3% against 35.6%);
   // - a forward with one reduction phase (RMSNorm) past kForwardClusterRowVectors: slices of
-  //   at most 2 * kClusterSliceVectors, four vectors per thread, prefetching the next row's
-  //   slice (N = 65536: 80.9% against 70.5% for one CTA per row). Two-phase forwards
-  //   (LayerNorm) stay on one CTA per row, which measured faster (59.6% against 55.1%).
+  //   at most 2 * kClusterSliceVectors (N = 65536: 80.9% against 70.5% for one CTA per row).
+  //   Two-phase forwards (LayerNorm) stay on one CTA per row, which measured faster (59.6%
+  //   against 55.1%).
   const bool single_phase = program.reduction_phases.size() <= 1;
   // A co-moment (LayerNorm's variance) combines four floats per state where a sum combines
   // one: like a second phase, it favours fewer threads per row (H200, bf16, M = 2^26 / N,
@@ -147,6 +169,9 @@ KernelConfig heuristic_config(const LoweredProgram& program, DType io_dtype, DTy
     for (ir::NodeId r : phase)
       comoments = comoments || program.program.graph->node(r).op == ir::Op::comoment;
   }
+  // A persistent kernel (a backward) that reads saved statistics and sums two columns
+  // (LayerNorm's dweight and dbias) stages its next row block in shared memory on one CTA.
+  const bool stages_rows = persistent && saved_statistics(program) && plan.column_partials >= 2;
   const bool cluster_backward = persistent && chunks > kClusterRowVectors;
   const bool cluster_forward = !persistent && single_phase && chunks > kForwardClusterRowVectors;
   if (limits.clusters && (cluster_backward || cluster_forward)) {
@@ -158,12 +183,14 @@ KernelConfig heuristic_config(const LoweredProgram& program, DType io_dtype, DTy
     // CTA per row (LayerNorm bf16 N = 262144: 36.5% of the copy ceiling on 16 x 512 threads,
     // 43% re-read from L2 by one CTA of 1024).
     const bool too_long = comoments && slice > slice_limit;
+    // LayerNorm's saved-statistics backward (two column sums, staged on one CTA) measured
+    // best with two vectors per thread in registers (N = 32768 46.6% against 45.5% with four,
+    // prefetched; 65536 45.0% against 43.1%), where the registers allow. A cluster whose slices
+    // need more than four vectors per thread is not worth it, and the row goes to one CTA below.
     const std::array<RowStorage, 2> storages =
-        cluster_forward ? std::array{RowStorage::prefetched, RowStorage::registers}
-                        : std::array{RowStorage::registers, RowStorage::prefetched};
-    // Two vectors per thread (a backward) where the registers allow, else four; a cluster
-    // that needs more is not worth it, and the row goes to one CTA below.
-    for (std::int64_t per_thread = cluster_forward ? 4 : 2; per_thread <= 4 && !too_long;
+        stages_rows ? std::array{RowStorage::registers, RowStorage::prefetched}
+                    : std::array{RowStorage::prefetched, RowStorage::registers};
+    for (std::int64_t per_thread = stages_rows ? 2 : 4; per_thread <= 4 && !too_long;
          per_thread *= 2) {
       const int threads =
           std::clamp(next_power_of_two((slice + per_thread - 1) / per_thread), 32, 1024);
@@ -177,10 +204,28 @@ KernelConfig heuristic_config(const LoweredProgram& program, DType io_dtype, DTy
   // that allows. Programs with two reduction phases (LayerNorm) keep up to eight vectors per
   // thread on long rows: fewer warps per row make each phase's barrier cheaper (H200, N =
   // 16384: 256 threads per row 86.9% of the copy ceiling, 512 threads 57%).
+  // A persistent kernel that does not stage its rows (below) prefetches them into registers, on
+  // sm_90 and later up to kPrefetchRegisters registers of raw chunks (NVRTC 13.0 for sm_80-sm_89
+  // spilled 72-160 bytes in such kernels at N = 4096, where sm_90 fits them in 255 registers). With
+  // that room it takes eight vectors per thread from rows of 512 vectors, which still leaves 64
+  // threads per row (H200, bf16, tilenorm-tune --show-candidates, seventh session, prefetched:
+  // recomputing LayerNorm N = 4096 at 64 threads x 2 rows 80.6% of the copy ceiling, 128
+  // threads 74.6%; N = 8192 at 128 x 2 72.1%, 256 threads 62.9%; RMSNorm N = 4096 86.3%
+  // against 83.9%, recomputing 88.6% against 84.9%).
+  const std::int64_t raw_bytes = row_input_bytes(program, io_dtype, param_dtype);
+  auto prefetch_fits = [&](std::int64_t values_per_thread) {
+    return values_per_thread <= kPrefetchValues ||
+           (persistent && !stages_rows && limits.clusters &&
+            2 * values_per_thread * raw_bytes / 4 <= kPrefetchRegisters);
+  };
+  const bool long_prefetch = prefetch_fits(8 * vec) && 8 * vec > kPrefetchValues;
   const std::int64_t vectors_per_thread =
-      (!single_phase || comoments) && chunks > kLongRowVectors ? 8 : 4;
-  for (int threads = fewest_threads(chunks, vectors_per_thread, narrowest); threads <= 1024;
-       threads *= 2) {
+      (long_prefetch && chunks >= 8 * 64) ||
+              ((!single_phase || comoments) && chunks > kLongRowVectors)
+          ? 8
+          : 4;
+  for (int threads = fewest_threads(chunks, vectors_per_thread, narrowest, persistent);
+       threads <= 1024; threads *= 2) {
     // A row with more vectors per thread than preferred (just past a power of two) keeps its
     // CTA to itself (RMSNorm bf16 N = 4097 at 128 threads: 77% of the copy ceiling with one
     // row per CTA, 53% with two).
@@ -189,33 +234,43 @@ KernelConfig heuristic_config(const LoweredProgram& program, DType io_dtype, DTy
     // measured faster than 256-thread CTAs (same runs: LayerNorm N = 1024 at 32 threads per
     // row, 2 rows per CTA 90.2% against 8 rows 87.8%; N = 2048 at 64 x 1 91.0% against 64 x 4
     // 85.0%; RMSNorm N = 512 at 32 x 2 90.8% against 32 x 8 89.5%).
-    const bool small_forward_cta = !persistent && threads <= kSmallForwardCta;
-    KernelConfig config = with_rows(threads, vec, RowStorage::registers,
-                                    small_forward_cta ? kSmallForwardCta : kStackedCtaThreads);
+    // Rows of 128 threads and more take a CTA each (LayerNorm N = 4096 at 128 x 1: 92.4%
+    // against 87.1% at 128 x 2, seventh session).
+    // A prefetching persistent kernel with at least four vectors per thread shares each
+    // barrier among fewer rows in CTAs of 128 threads (same runs, recomputing backwards:
+    // LayerNorm N = 1024 at 32 x 4 88.0% against 32 x 8 below 80%; RMSNorm 90.5% against
+    // below 86.6%; N = 4096 at 64 x 2 against 64 x 4: 80.6 and 78.0%).
+    const std::int64_t per_thread = (chunks + threads - 1) / threads;
+    const int cta_threads = !persistent ? (threads <= kSmallForwardCta ? kSmallForwardCta : threads)
+                            : long_prefetch && per_thread >= 4 && threads <= kSmallPersistentCta / 2
+                                ? kSmallPersistentCta
+                                : kStackedCtaThreads;
+    KernelConfig config = with_rows(threads, vec, RowStorage::registers, cta_threads);
     if (uneven) config.rows_per_cta = 1;
     if (!fits(config)) continue;
-    // A persistent kernel (a backward) prefetches the next row block when the registers allow:
-    // measured on the H200, it pays where few values per thread leave the SM few loads in
-    // flight (N = 128: 71 -> 87% of the copy for LayerNorm) and costs where registers are
-    // already scarce (N = 1024, 32 values per thread: 86 -> 81%).
-    // Past that, a backward that reads saved statistics and sums two columns (LayerNorm's
-    // dweight and dbias) stages the next row block in shared memory (cp.async), which needs
-    // no second set of registers. Measured on the H200 (bf16, tilenorm-tune
-    // --show-candidates): LayerNorm N = 4096 77.3 -> 80.5% of the copy ceiling, 8192 67.2 ->
+    // A backward that reads saved statistics and sums two columns (LayerNorm's dweight and
+    // dbias) stages the next row block in shared memory (cp.async), which needs no second set
+    // of registers. Measured on the H200 (bf16, tilenorm-tune --show-candidates): LayerNorm N =
+    // 2048 at 64 x 4 83.3 -> 88.5% of the copy ceiling, 4096 77.3 -> 80.5%, 8192 67.2 ->
     // 70.2%, 16384 54.8 -> 61.0%; RMSNorm (one column sum) 85.1 -> 83.3% at 4096 and 78.4 ->
     // 77.3% at 8192. Recomputing backwards and 5 vectors per thread spilled at the 128
-    // registers a staged kernel asks for, so they keep their rows in registers.
-    const std::int64_t values_per_thread = (chunks + threads - 1) / threads * vec;
-    if (persistent && values_per_thread <= kPrefetchValues) {
-      KernelConfig prefetched = config;
-      prefetched.row_storage = static_cast<int>(RowStorage::prefetched);
-      if (fits(prefetched)) return prefetched;
-    }
-    if (persistent && saved_statistics(program) && plan.column_partials >= 2 &&
-        threads >= kStagedRowThreads && values_per_thread <= kStagedValues) {
+    // registers a staged kernel asks for.
+    const std::int64_t values_per_thread = per_thread * vec;
+    if (stages_rows && threads >= kStagedRowThreads && values_per_thread > kPrefetchValues &&
+        values_per_thread <= kStagedValues) {
       KernelConfig staged = config;
       staged.row_storage = static_cast<int>(RowStorage::staged);
       if (fits(staged)) return staged;
+    }
+    // Otherwise a persistent kernel (a backward) prefetches the next row block into registers
+    // where they fit (prefetch_fits): it pays where few values per thread leave the SM few
+    // loads in flight (N = 128: 71 -> 87% of the copy for LayerNorm), and up to 64 values per
+    // thread where it has the registers (recomputing backwards: LayerNorm N = 1024 80.1 ->
+    // 88.0%, RMSNorm N = 16384 at 256 threads 75.7% against 68.8% in registers).
+    if (persistent && prefetch_fits(values_per_thread)) {
+      KernelConfig prefetched = config;
+      prefetched.row_storage = static_cast<int>(RowStorage::prefetched);
+      if (fits(prefetched)) return prefetched;
     }
     return config;
   }

@@ -751,7 +751,7 @@ TEST_CASE("codegen: with clusters, the heuristic splits long rows") {
     return heuristic_spec(program, dtype, n).config;
   };
   // Up to 2048 vectors per row, one CTA; then the fewest CTAs that keep <= 1024 vectors each,
-  // in registers.
+  // four vectors per thread, prefetched.
   CHECK(config(DType::bf16, 8192).ctas_per_row == 1);
   CHECK(config(DType::bf16, 16384).ctas_per_row == 1);
   CHECK(config(DType::bf16, 32768).ctas_per_row == 4);
@@ -761,8 +761,15 @@ TEST_CASE("codegen: with clusters, the heuristic splits long rows") {
   CHECK(config(DType::bf16, 262144).ctas_per_row == 16);
   for (std::int64_t n : {32768, 65536, 262144}) {
     CAPTURE(n);
-    CHECK(static_cast<RowStorage>(config(DType::bf16, n).row_storage) == RowStorage::registers);
+    CHECK(static_cast<RowStorage>(config(DType::bf16, n).row_storage) == RowStorage::prefetched);
+    const KernelConfig split = config(DType::bf16, n);
+    CHECK(split.threads_per_row * 4 * 8 * split.ctas_per_row == n);
   }
+  // LayerNorm's saved-statistics backward keeps two vectors per thread in registers.
+  const KernelConfig layer_norm_split =
+      heuristic_spec(lowered("layer_norm_backward"), DType::bf16, 65536).config;
+  CHECK(static_cast<RowStorage>(layer_norm_split.row_storage) == RowStorage::registers);
+  CHECK(layer_norm_split.threads_per_row * 2 * 8 * layer_norm_split.ctas_per_row == 65536);
   // A one-phase forward splits rows past 4096 vectors and prefetches: RMSNorm into slices of
   // <= 2048 vectors, LayerNorm (whose co-moment combines four floats) of <= 1024; a two-phase
   // one keeps one CTA per row.
@@ -786,7 +793,8 @@ TEST_CASE("codegen: with clusters, the heuristic splits long rows") {
 }
 
 TEST_CASE(
-    "codegen: the heuristic gives short forward rows two vectors per thread, 64-thread CTAs") {
+    "codegen: the heuristic gives short forward rows two vectors per thread, 64-thread CTAs, "
+    "and longer ones a CTA each") {
   // threads per row x rows per CTA, bf16 (8 per vector): the shapes the tuner ranked first.
   struct Case {
     const char* kernel;
@@ -794,9 +802,10 @@ TEST_CASE(
     int threads_per_row;
     int rows_per_cta;
   };
-  for (const Case& c : {Case{"layer_norm", 128, 8, 8}, Case{"rms_norm", 128, 8, 8},
-                        Case{"layer_norm", 512, 32, 2}, Case{"rms_norm", 1024, 32, 2},
-                        Case{"layer_norm", 2048, 64, 1}, Case{"layer_norm", 4096, 128, 2}}) {
+  for (const Case& c :
+       {Case{"layer_norm", 128, 8, 8}, Case{"rms_norm", 128, 8, 8}, Case{"layer_norm", 512, 32, 2},
+        Case{"rms_norm", 1024, 32, 2}, Case{"layer_norm", 2048, 64, 1},
+        Case{"layer_norm", 4096, 128, 1}, Case{"rms_norm", 8192, 256, 1}}) {
     CAPTURE(c.kernel);
     CAPTURE(c.n);
     const auto config = heuristic_spec(lowered(c.kernel), DType::bf16, c.n).config;
@@ -836,16 +845,38 @@ TEST_CASE("codegen: the heuristic keeps rows in registers, then shared memory, t
   };
   CHECK(backward_storage("rms_norm_backward", DType::bf16, 128) == RowStorage::prefetched);
   CHECK(backward_storage("layer_norm_backward", DType::bf16, 128) == RowStorage::prefetched);
-  CHECK(backward_storage("rms_norm_backward", DType::bf16, 4096) == RowStorage::registers);
   // With its column partial sums in shared memory, 12345 bf16 values still fit registers;
   // LayerNorm's backward (reading saved statistics, summing dweight and dbias) stages the next
   // row block in shared memory there, while RMSNorm's (one column sum) and the recomputing
-  // one keep plain registers.
+  // one prefetch it into registers, 8 vectors per thread from N = 4096.
   CHECK(backward_storage("layer_norm_backward", DType::bf16, 12345) == RowStorage::staged);
   CHECK(backward_storage("layer_norm_backward", DType::bf16, 8192) == RowStorage::staged);
-  CHECK(backward_storage("rms_norm_backward", DType::bf16, 8192) == RowStorage::registers);
-  CHECK(backward_storage("layer_norm_backward_recompute", DType::bf16, 8192) ==
-        RowStorage::registers);
+  for (const char* name : {"rms_norm_backward", "layer_norm_backward_recompute"}) {
+    for (std::int64_t n : {4096, 8192}) {
+      CAPTURE(name);
+      CAPTURE(n);
+      const KernelConfig config = heuristic_spec(lowered(name), DType::bf16, n).config;
+      CHECK(static_cast<RowStorage>(config.row_storage) == RowStorage::prefetched);
+      CHECK(config.threads_per_row * 8 * 8 == n);
+      CHECK(config.rows_per_cta == 2);  // CTAs of 128 and 256 threads
+    }
+  }
+  // Not where ptxas for older GPUs would spill them, nor where a third row input would need
+  // more than 128 registers for two sets of 8 chunks (it keeps 4 per thread, prefetched).
+  const auto a100 = tilenorm::known_device("A100");
+  CHECK(
+      static_cast<RowStorage>(heuristic_spec(lowered("rms_norm_backward"), DType::bf16, 4096, a100)
+                                  .config.row_storage) == RowStorage::registers);
+  const auto three_rows =
+      tilenorm::lower(tilenorm::backward(tilenorm::dsl::make_program("residual_rms", [](auto& p) {
+        auto x = p.input("x");
+        auto residual = p.input("residual");
+        auto h = x + residual;
+        p.output("y", h * rsqrt(mean(h * h) + 1e-5) * p.column("weight"));
+      })));
+  const KernelConfig three = heuristic_spec(three_rows, DType::bf16, 4096).config;
+  CHECK(three.threads_per_row == 128);
+  CHECK(static_cast<RowStorage>(three.row_storage) == RowStorage::prefetched);
   // Rows misaligned to 2 bytes narrow a backward to vec 1, where cp.async cannot copy a chunk:
   // the heuristic then keeps plain registers, which it can generate.
   const tilenorm::LoweredProgram ln_backward = lowered("layer_norm_backward");
@@ -1037,8 +1068,12 @@ TEST_CASE("codegen: every built-in kernel compiles for the other supported archi
   CHECK_FALSE(nvrtc_supports("sm_30"));  // the probe can say no
   std::vector<CompileJob> jobs;
   for (const auto& arch : archs) {
+    // The configuration a GPU of that generation gets: older ones have no clusters, and the
+    // heuristic keeps their backwards out of the registers that ptxas for them would spill.
+    const auto limits = arch.starts_with("sm_8") ? tilenorm::known_device("A100")
+                                                 : tilenorm::DeviceLimits::hopper();
     for (const auto& name : builtin_names()) {
-      jobs.push_back({name, arch, heuristic_spec(lowered(name), DType::bf16, 4096)});
+      jobs.push_back({name, arch, heuristic_spec(lowered(name), DType::bf16, 4096, limits)});
     }
     // Clusters (sm_90 and later): a long row split across 8 CTAs, forward and backward.
     if (!arch.starts_with("sm_8")) {
