@@ -15,8 +15,9 @@ namespace {
 // sm_90 and later, while the two sets of raw row chunks take at most kPrefetchRegisters
 // registers (see heuristic_config).
 constexpr std::int64_t kPrefetchValues = 16;
-constexpr std::int64_t kPrefetchRegisters = 128;  // Vectors of a row each CTA of a cluster keeps,
-                                                  // and the largest cluster (non-portable above 8).
+constexpr std::int64_t kPrefetchRegisters = 128;
+
+// Vectors of a row each CTA of a cluster keeps, and the largest cluster (non-portable above 8).
 constexpr std::int64_t kClusterSliceVectors = 1024;
 // Rows longer than this many vectors go to a cluster (H200, 2026-11-30: at 2048 vectors, bf16
 // N = 16384, one CTA per row was faster: RMSNorm backward 68-74% of the copy ceiling against
@@ -67,8 +68,8 @@ int next_power_of_two(std::int64_t v) {
 // per_thread vectors, unless one fewer power of two gives at most a quarter more (a row just
 // past a power of two, such as 513 vectors: 128 threads with 5 each measured 77% of the copy
 // ceiling for RMSNorm bf16 N = 4097, 256 threads with 2 or 3 each 60%).
-// A thread that already holds 8 vectors takes no more (the registers of a recomputing backward
-// run out).
+// In a persistent kernel, a thread that already holds 8 vectors takes no more (the registers of
+// a recomputing backward run out).
 int fewest_threads(std::int64_t chunks, std::int64_t per_thread, int narrowest, bool persistent) {
   const int threads = next_power_of_two((chunks + per_thread - 1) / per_thread);
   const bool slightly_over = threads > narrowest && !(persistent && per_thread >= 8) &&
