@@ -1,0 +1,54 @@
+// The tuning database shipped in autotune/databases/ must match this build: a code-generator or
+// program change that makes its entries stale (so that the runtime would ignore them) fails
+// here, and every tuned configuration must still be one the code generator accepts.
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <map>
+#include <set>
+#include <string>
+
+#include "tilenorm/dsl/codegen.hpp"
+#include "tilenorm/dsl/passes.hpp"
+#include "tilenorm/dsl/reflect.hpp"
+#include "tilenorm/kernels/programs.hpp"
+#include "tilenorm/runtime/tuning_db.hpp"
+
+TEST_CASE("the shipped H200 bf16 tuning database is current and every entry generates") {
+  const std::filesystem::path file =
+      std::filesystem::path(TILENORM_DATABASES_DIR) / "h200-bf16.json";
+  const tilenorm::TuningFileContents contents = tilenorm::read_tuning_file(file);
+  REQUIRE(contents.exists);
+  CHECK_MESSAGE(contents.problems.empty(), contents.problem_summary());
+  // LayerNorm and RMSNorm, each pass, by the hash the runtime looks entries up with.
+  std::map<std::string, std::string> kernel_by_hash;
+  for (const char* kernel : {"layer_norm", "rms_norm"}) {
+    for (const char* pass : {"", "_backward", "_backward_recompute"}) {
+      const std::string name = std::string(kernel) + pass;
+      kernel_by_hash[tilenorm::kernels::builtin_program(name).hash()] = name;
+    }
+  }
+  std::set<std::pair<std::string, std::int64_t>> tuned;
+  for (const tilenorm::TuningEntry& entry : contents.entries) {
+    const tilenorm::TuningKey& key = entry.key;
+    CAPTURE(key.n);
+    CAPTURE(key.m_bucket);
+    CHECK(key.device_name == "NVIDIA H200");
+    CHECK(key.codegen_version == tilenorm::kCodegenVersion);
+    CHECK(key.dtype == "bf16");
+    const auto kernel = kernel_by_hash.find(key.program_hash);
+    REQUIRE_MESSAGE(kernel != kernel_by_hash.end(),
+                    "no built-in program has hash " << key.program_hash);
+    CAPTURE(kernel->second);
+    tuned.insert({kernel->second, key.n});
+    const auto config =
+        tilenorm::reflect::from_json<tilenorm::KernelConfig>(entry.config, "tuning entry config");
+    const tilenorm::LoweredProgram lowered =
+        tilenorm::lower(tilenorm::kernels::builtin_program(kernel->second));
+    const tilenorm::KernelSpec spec{tilenorm::DType::bf16, tilenorm::DType::bf16, key.n, config};
+    CHECK_FALSE(tilenorm::config_problem(lowered, spec).has_value());
+    CHECK(tilenorm::dynamic_shared_memory_bytes(lowered, spec) <= 227 * 1024);
+  }
+  // Every kernel and pass at the benchmark's row lengths.
+  CHECK(tuned.size() == 6 * 12);
+}
