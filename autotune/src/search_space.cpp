@@ -20,8 +20,6 @@ constexpr std::int64_t kRegisterDominanceValues = 32;
 constexpr std::int64_t kClusterMinRowVectors = 1024;   // rows shorter than this need no cluster
 constexpr std::int64_t kClusterMinSliceVectors = 256;  // each CTA of a cluster gets at least this
 constexpr std::int64_t kClusterMaxVectorsPerThread = 4;
-constexpr std::int64_t kPrefetchedValues = 16;  // values per thread that prefetched holds twice
-constexpr int kStagedRowThreads = 64;
 
 std::vector<int> powers_of_two(int first, int last) {
   std::vector<int> values;
@@ -148,13 +146,13 @@ std::optional<PrunedCandidate> prune(const Context& context, const KernelConfig&
   const std::int64_t values_per_thread =
       ceil_div(vectors_per_row, std::int64_t{config.threads_per_row}) * config.vec;
   if (static_cast<RowStorage>(config.row_storage) == RowStorage::staged &&
-      (!plan_kernels(context.program).persistent || values_per_thread <= kPrefetchedValues ||
+      (!plan_kernels(context.program).persistent || values_per_thread <= kPrefetchValues ||
        config.threads_per_row < kStagedRowThreads)) {
     return pruned(PruneRule::staged_scope,
                   "staged rows are searched only in backwards (sums across rows) of one CTA per "
                   "row, at least " +
                       std::to_string(kStagedRowThreads) + " threads per row and more than " +
-                      std::to_string(kPrefetchedValues) + " values per thread");
+                      std::to_string(kPrefetchValues) + " values per thread");
   }
   const std::int64_t threads = std::int64_t{config.threads_per_row} * config.rows_per_cta;
   if (threads < kMinBlockThreads) {

@@ -264,15 +264,10 @@ std::int64_t held_registers(const LoweredProgram& lp, const KernelSpec& spec) {
   const Geometry g = geometry(spec);
   // Each column partial sum keeps ITERS * VEC floats per thread.
   const std::int64_t column_partials = plan_kernels(lp).column_partials;
-  std::int64_t raw_bytes = 0;
-  for (const ir::Slot& slot : lp.program.slots) {
-    if (slot.role != ir::Role::read || slot.shape != ir::Shape::tile) continue;
-    raw_bytes += static_cast<std::int64_t>(
-        dtype_size(ir::storage_dtype(slot, spec.io_dtype, spec.param_dtype)));
-  }
   // Row inputs are held raw (two 16-bit values per register), twice when prefetching.
-  const std::int64_t raw_registers =
-      g.iters * c.vec * raw_bytes / 4 * (storage == RowStorage::prefetched ? 2 : 1);
+  const std::int64_t raw_registers = g.iters * c.vec *
+                                     row_input_bytes(lp, spec.io_dtype, spec.param_dtype) / 4 *
+                                     (storage == RowStorage::prefetched ? 2 : 1);
   const std::int64_t partial_registers =
       shared_partials_bytes(lp, spec) > 0 ? 0 : g.iters * c.vec * column_partials;
   // Peeled rows hold more per chunk: the head and tail bounds, and two aligned vectors per
@@ -315,6 +310,16 @@ std::size_t staging_bytes(const LoweredProgram& lp, const KernelSpec& spec) {
 }
 
 }  // namespace
+
+std::int64_t row_input_bytes(const LoweredProgram& program, DType io_dtype, DType param_dtype) {
+  std::int64_t bytes = 0;
+  for (const ir::Slot& slot : program.program.slots) {
+    if (slot.role == ir::Role::read && slot.shape == ir::Shape::tile)
+      bytes +=
+          static_cast<std::int64_t>(dtype_size(ir::storage_dtype(slot, io_dtype, param_dtype)));
+  }
+  return bytes;
+}
 
 std::size_t dynamic_shared_memory_bytes(const LoweredProgram& lp, const KernelSpec& spec) {
   return row_stash_bytes(lp, spec) + shared_partials_bytes(lp, spec) +

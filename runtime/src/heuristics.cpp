@@ -11,10 +11,9 @@
 namespace tilenorm {
 namespace {
 
-// Row values per thread (and array) up to which a persistent kernel prefetches; past that, on
-// sm_90 and later, while the two sets of raw row chunks take at most kPrefetchRegisters
-// registers (see heuristic_config).
-constexpr std::int64_t kPrefetchValues = 16;
+// Past kPrefetchValues (heuristics.hpp), a persistent kernel prefetches on sm_90 and later
+// while the two sets of raw row chunks take at most this many registers (see
+// heuristic_config).
 constexpr std::int64_t kPrefetchRegisters = 128;
 
 // Vectors of a row each CTA of a cluster keeps, and the largest cluster (non-portable above 8).
@@ -34,21 +33,9 @@ constexpr int kSmallForwardCta = 64;
 // A persistent kernel that prefetches its rows, with at least four vectors per thread, runs
 // CTAs of 128 threads when its rows take at most 64.
 constexpr int kSmallPersistentCta = 128;
-// Staged rows (see heuristic_config): from this many threads per row, for more values per
-// thread than a prefetch takes and up to kStagedValues.
-constexpr int kStagedRowThreads = 64;
+// Staged rows (see heuristic_config): from kStagedRowThreads threads per row (heuristics.hpp),
+// for more values per thread than kPrefetchValues and up to this many.
 constexpr std::int64_t kStagedValues = 32;
-
-// Bytes per column of the row inputs (Tile slots read), which a thread holds raw.
-std::int64_t row_input_bytes(const LoweredProgram& program, DType io_dtype, DType param_dtype) {
-  std::int64_t bytes = 0;
-  for (const ir::Slot& slot : program.program.slots) {
-    if (slot.role == ir::Role::read && slot.shape == ir::Shape::tile)
-      bytes +=
-          static_cast<std::int64_t>(dtype_size(ir::storage_dtype(slot, io_dtype, param_dtype)));
-  }
-  return bytes;
-}
 
 // Whether a backward reads the forward's saved statistics (RowScalar inputs).
 bool saved_statistics(const LoweredProgram& program) {

@@ -75,6 +75,10 @@ struct KernelSpec {
 // column parameters of persistent cluster kernels.
 std::size_t dynamic_shared_memory_bytes(const LoweredProgram& program, const KernelSpec& spec);
 
+// Bytes per column of a program's row inputs (the Tile slots it reads), which a thread holding
+// its rows in registers keeps raw.
+std::int64_t row_input_bytes(const LoweredProgram& program, DType io_dtype, DType param_dtype);
+
 // Why `spec` cannot be generated for `program`, or nothing when it can.
 std::optional<std::string> config_problem(const LoweredProgram& program, const KernelSpec& spec);
 

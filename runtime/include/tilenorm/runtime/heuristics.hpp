@@ -32,6 +32,13 @@ std::span<const DeviceLimits> known_devices();
 // `name_or_arch` (an arch names its first device); throws tilenorm::Error listing them.
 const DeviceLimits& known_device(std::string_view name_or_arch);
 
+// Where fetching the next row block ahead pays, shared by the heuristic and the tuner's search
+// space: a persistent kernel always prefetches into registers up to kPrefetchValues values of a
+// row input per thread; staged rows are for more values than that, from kStagedRowThreads
+// threads per row.
+inline constexpr std::int64_t kPrefetchValues = 16;
+inline constexpr int kStagedRowThreads = 64;
+
 // The widest vector (elements) whose accesses stay within 16 bytes for these dtypes.
 int widest_vec(DType io_dtype, DType param_dtype);
 
