@@ -99,11 +99,11 @@ DTypeChoice parse_dtype_choice(std::string_view flag, std::string_view text) {
 
 RowStorage parse_row_storage(std::string_view flag, std::string_view text) {
   for (RowStorage storage : {RowStorage::registers, RowStorage::shared, RowStorage::global,
-                             RowStorage::prefetched, RowStorage::staged}) {
+                             RowStorage::prefetched, RowStorage::staged, RowStorage::pipelined}) {
     if (row_storage_name(storage) == text) return storage;
   }
   throw UsageError(std::string(flag) +
-                   " must be registers, shared, global, prefetched or staged, got " + quoted(text));
+                   " must be registers, shared, global, prefetched, staged or pipelined, got " + quoted(text));
 }
 
 std::string parse_kernel_name(std::string_view flag, std::string_view text) {

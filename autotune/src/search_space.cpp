@@ -20,6 +20,7 @@ constexpr std::int64_t kRegisterDominanceValues = 32;
 constexpr std::int64_t kClusterMinRowVectors = 1024;   // rows shorter than this need no cluster
 constexpr std::int64_t kClusterMinSliceVectors = 256;  // each CTA of a cluster gets at least this
 constexpr std::int64_t kClusterMaxVectorsPerThread = 4;
+constexpr std::int64_t kPipelinedMinRowVectors = 4096;
 
 std::vector<int> powers_of_two(int first, int last) {
   std::vector<int> values;
@@ -35,7 +36,7 @@ std::vector<int> domain_for_field(const std::string& field, DType io_dtype, DTyp
   if (field == "row_storage") {
     return {static_cast<int>(RowStorage::registers), static_cast<int>(RowStorage::shared),
             static_cast<int>(RowStorage::global), static_cast<int>(RowStorage::prefetched),
-            static_cast<int>(RowStorage::staged)};
+            static_cast<int>(RowStorage::staged), static_cast<int>(RowStorage::pipelined)};
   }
   throw Error("KernelConfig field '" + field +
               "' has no autotuning domain: add one to domain_for_field() in "
@@ -131,6 +132,29 @@ std::optional<PrunedCandidate> prune(const Context& context, const KernelConfig&
                       std::to_string(config.rows_per_cta) + " rows in " +
                       std::string(row_storage_name(static_cast<RowStorage>(config.row_storage))) +
                       " storage");
+  }
+  // Pipelined slices are searched where clusters have won, rows from 4096 vectors (H200,
+  // 2026-11-30: below that one CTA per row won every shape), to keep the space in budget.
+  if (static_cast<RowStorage>(config.row_storage) == RowStorage::pipelined &&
+      vectors_per_row < kPipelinedMinRowVectors) {
+    return pruned(PruneRule::needless_cluster,
+                  "pipelined slices are searched from rows of " +
+                      std::to_string(kPipelinedMinRowVectors) + " vectors, not " +
+                      std::to_string(vectors_per_row));
+  }
+  // A forward's slices in plain registers wait out every exchange with nothing in flight; where
+  // a pipelined twin is valid (one reduction phase) they are not searched (H200, bf16,
+  // 2026-11-30: forwards on clusters in registers measured 14-17 points below prefetched at N =
+  // 65536-262144; a backward's were within a point of it, so those stay).
+  if (config.ctas_per_row > 1 && !plan_kernels(context.program).persistent &&
+      static_cast<RowStorage>(config.row_storage) == RowStorage::registers) {
+    KernelSpec pipelined = spec;
+    pipelined.config.row_storage = static_cast<int>(RowStorage::pipelined);
+    if (!config_problem(context.program, pipelined)) {
+      return pruned(PruneRule::dominated_storage,
+                    "a cluster's slices in registers wait out every exchange; pipelined, valid "
+                    "here, overlaps it with the next row block");
+    }
   }
   if (fetches_ahead(static_cast<RowStorage>(config.row_storage)) && config.ctas_per_row == 1 &&
       !plan_kernels(context.program).persistent) {

@@ -40,6 +40,8 @@ std::string_view row_storage_name(RowStorage storage) {
       return "prefetched";
     case RowStorage::staged:
       return "staged";
+    case RowStorage::pipelined:
+      return "pipelined";
   }
   return "?";
 }
@@ -264,10 +266,12 @@ std::int64_t held_registers(const LoweredProgram& lp, const KernelSpec& spec) {
   const Geometry g = geometry(spec);
   // Each column partial sum keeps ITERS * VEC floats per thread.
   const std::int64_t column_partials = plan_kernels(lp).column_partials;
-  // Row inputs are held raw (two 16-bit values per register), twice when prefetching.
-  const std::int64_t raw_registers = g.iters * c.vec *
-                                     row_input_bytes(lp, spec.io_dtype, spec.param_dtype) / 4 *
-                                     (storage == RowStorage::prefetched ? 2 : 1);
+  // Row inputs are held raw (two 16-bit values per register): twice when prefetching, three
+  // times when pipelined (the block in flight, the one being pushed, the one being finished).
+  const std::int64_t copies =
+      storage == RowStorage::pipelined ? 3 : (storage == RowStorage::prefetched ? 2 : 1);
+  const std::int64_t raw_registers =
+      g.iters * c.vec * row_input_bytes(lp, spec.io_dtype, spec.param_dtype) / 4 * copies;
   const std::int64_t partial_registers =
       shared_partials_bytes(lp, spec) > 0 ? 0 : g.iters * c.vec * column_partials;
   // Peeled rows hold more per chunk: the head and tail bounds, and two aligned vectors per
@@ -558,7 +562,8 @@ class Emitter {
          << "  const int row_in_cta = threadIdx.x / TPR;\n";
     if (clustered_) {
       codegen_sm90::emit_prologue(
-          out_, c.ctas_per_row, lp_.reduction_phases.empty() ? 0 : max_state_floats_per_phase(lp_));
+          out_, c.ctas_per_row, lp_.reduction_phases.empty() ? 0 : max_state_floats_per_phase(lp_),
+          pipelined() ? 4 : 2);
     }
     if (storage_ == RowStorage::shared || storage_ == RowStorage::staged || shared_partials_ ||
         column_stash_)
@@ -634,8 +639,11 @@ class Emitter {
   // A persistent kernel with the rows in registers fetches the next row block's raw chunks
   // while it works on the current one, so its loads overlap the reductions and barriers:
   // into a second set of registers (prefetched), or into shared memory (staged).
-  bool prefetching() const { return storage_ == RowStorage::prefetched; }
+  bool prefetching() const {
+    return storage_ == RowStorage::prefetched || storage_ == RowStorage::pipelined;
+  }
   bool staging() const { return storage_ == RowStorage::staged; }
+  bool pipelined() const { return storage_ == RowStorage::pipelined; }
 
   // Where staged chunks land: this thread's chunk `it` of row input i is tn_stage<i>[it *
   // THREADS] (see stage_bytes), so a warp's copies fill contiguous 16-byte slots.
@@ -701,29 +709,42 @@ class Emitter {
     out_ << "    }\n  }\n";
   }
 
-  void emit_row_loop() {
-    if (prefetching()) {
-      for (std::size_t i = 0; i < p_.slots.size(); ++i) {
-        const ir::Slot& s = p_.slots[i];
-        if (s.role == ir::Role::read && s.shape == Shape::tile)
-          out_ << "  typename tn::RawVector<sizeof(" << slot_type(s) << ") * VEC>::type in" << i
-               << "_next[ITERS];\n";
-      }
-    }
-    if (fetches_ahead(storage_)) emit_fetch(block_index_);
-    out_
-        << "  for (long long block = " << block_index_
-        << "; block * RPC < rows; block += " << block_count_ << ") {\n"
-        << "  const long long row = block * RPC + row_in_cta;\n"
-        << "  const bool row_valid = row < rows;\n"
-        << "  const long long safe_row = row_valid ? row : 0;  // rows past the end load nothing\n";
+  // Declares a raw chunk array `in<i><suffix>[ITERS]` per row input.
+  void declare_raw_rows(const std::string& suffix) {
     for (std::size_t i = 0; i < p_.slots.size(); ++i) {
       const ir::Slot& s = p_.slots[i];
-      if (s.shape != Shape::tile || (s.role == ir::Role::read && fetches_ahead(storage_))) continue;
+      if (s.role == ir::Role::read && s.shape == Shape::tile)
+        out_ << "  " << raw_type(s) << " in" << i << suffix << "[ITERS];\n";
+    }
+  }
+
+  // The row this thread works on in row block `block_expr`, and the row pointers of the
+  // tensors it does not fetch ahead (of the row outputs too, unless `outputs` is false).
+  void emit_row_start(const std::string& block_expr, bool outputs = true) {
+    out_ << "  const long long row = " << block_expr << " * RPC + row_in_cta;\n"
+         << "  const bool row_valid = row < rows;\n"
+         << "  const long long safe_row = row_valid ? row : 0;  // rows past the end load nothing\n";
+    for (std::size_t i = 0; i < p_.slots.size(); ++i) {
+      const ir::Slot& s = p_.slots[i];
+      if (s.shape != Shape::tile || (s.role == ir::Role::read && fetches_ahead(storage_)) ||
+          (s.role == ir::Role::written && !outputs))
+        continue;
       out_ << "  " << (s.role == ir::Role::read ? "const " : "") << slot_type(s) << "* row" << i
            << " = p_" << s.name << " + safe_row * stride_" << s.name << ";\n";
     }
     if (peel()) emit_shift();
+  }
+
+  void emit_row_loop() {
+    if (pipelined()) {
+      emit_pipelined_row_loop();
+      return;
+    }
+    if (prefetching()) declare_raw_rows("_next");
+    if (fetches_ahead(storage_)) emit_fetch(block_index_);
+    out_ << "  for (long long block = " << block_index_ << "; block * RPC < rows; block += "
+         << block_count_ << ") {\n";
+    emit_row_start("block");
     fetched_this_row_ = false;
     inputs_read_.clear();
     if (rows_in_registers(storage_)) emit_preload();
@@ -733,12 +754,66 @@ class Emitter {
       emit_row_scalars(static_cast<int>(phase));
     }
     emit_pass(-1);
+    emit_row_end();
+    out_ << "  }\n";
+  }
+
+  // After a row's final pass: its share of the scalar sums across rows, and its statistics.
+  void emit_row_end() {
     for (NodeId r : lp_.cross_row_reductions) {
       if (!ir::varies_along_row(g_.node(r).shape))
         out_ << "  if (row_valid) xacc" << r << " += " << ref(g_.node(r).args[0]) << ";\n";
     }
     emit_stats();
+  }
+
+  // Pipelined rows (a cluster, one reduction phase). Iteration b runs row block b's first
+  // pass up to pushing its totals to the cluster, then finishes row block b - stride, whose
+  // exchange has been in flight meanwhile: the wait that stalled every CTA once per row now
+  // overlaps a pass. Row blocks move from in_next (loads in flight) to in_fresh (being pushed)
+  // to in_held (being finished); one iteration past the last row block finishes it.
+  void emit_pipelined_row_loop() {
+    const std::vector<NodeId>& phase = lp_.reduction_phases.front();
+    const std::vector<NodeId> reductions = accumulated(g_, phase);
+    for (const char* suffix : {"_next", "_fresh", "_held"}) declare_raw_rows(suffix);
+    emit_fetch(block_index_);
+    out_ << "  for (long long block = " << block_index_ << "; (block - " << block_count_
+         << ") * RPC < rows; block += " << block_count_ << ") {\n"
+         << "  if (block * RPC < rows) {  // this row block, up to pushing its totals\n";
+    emit_row_start("block", /*outputs=*/false);
+    out_ << "#pragma unroll\n  for (int it = 0; it < ITERS; ++it) {\n";
+    for (std::size_t i = 0; i < p_.slots.size(); ++i) {
+      const ir::Slot& s = p_.slots[i];
+      if (s.role == ir::Role::read && s.shape == Shape::tile)
+        out_ << "    in" << i << "_fresh[it] = in" << i << "_next[it];\n";
+    }
     out_ << "  }\n";
+    emit_fetch("block + " + block_count_);
+    raw_suffix_ = "_fresh";
+    emit_row_scalars(-1);
+    defer_exchange_ = true;
+    emit_pass(0);
+    defer_exchange_ = false;
+    out_ << "  }\n  if (block != " << block_index_
+         << ") {  // the previous row block, once the cluster's totals are in\n";
+    emit_row_start("(block - " + block_count_ + ")");
+    raw_suffix_ = "_held";
+    emit_row_scalars(-1);
+    for (NodeId r : reductions)
+      out_ << "  " << (is_comoment(r) ? "tn::Comoment" : "float") << " acc" << r << ";\n";
+    codegen_sm90::emit_exchange_combine(out_, cluster_reductions(reductions));
+    emit_reduction_values(phase);
+    emit_row_scalars(0);
+    emit_pass(-1);
+    emit_row_end();
+    out_ << "  }\n#pragma unroll\n  for (int it = 0; it < ITERS; ++it) {\n";
+    for (std::size_t i = 0; i < p_.slots.size(); ++i) {
+      const ir::Slot& s = p_.slots[i];
+      if (s.role == ir::Role::read && s.shape == Shape::tile)
+        out_ << "    in" << i << "_held[it] = in" << i << "_fresh[it];\n";
+    }
+    out_ << "  }\n  }\n";
+    raw_suffix_ = "_raw";
   }
 
   // Peeled rows: how many elements this row starts past a VEC-aligned address. Every row
@@ -763,11 +838,7 @@ class Emitter {
   }
 
   void emit_preload() {
-    for (std::size_t i = 0; i < p_.slots.size(); ++i) {
-      const ir::Slot& s = p_.slots[i];
-      if (s.role == ir::Role::read && s.shape == Shape::tile)
-        out_ << "  " << raw_type(s) << " in" << i << "_raw[ITERS];\n";
-    }
+    declare_raw_rows("_raw");
     if (staging()) out_ << "  tn::wait_async_copies();\n";
     out_ << "#pragma unroll\n  for (int it = 0; it < ITERS; ++it) {\n"
          << "    const int c0 = " << chunk_column() << ";\n";
@@ -1015,7 +1086,7 @@ class Emitter {
     const std::string t = slot_type(slot(index));
     if (rows_in_registers(storage_)) {
       out_ << "      float in" << i << "[VEC];\n      tn::unpack_chunk<" << t << ", VEC>(in" << i
-           << "_raw[it], in" << i << ");\n";
+           << raw_suffix_ << "[it], in" << i << ");\n";
       return;
     }
     out_ << "      float in" << i << "[VEC];\n";
@@ -1046,7 +1117,7 @@ class Emitter {
   bool is_comoment(NodeId r) const { return g_.node(r).op == Op::comoment; }
 
   // Combines the accumulators of a phase's `reductions` across the row, then defines every
-  // reduction of the phase, including the means its co-moments hold.
+  // reduction of the phase. A pipelined kernel's pass stops at pushing them to the cluster.
   void emit_row_reduction(const std::vector<NodeId>& reductions, const std::vector<NodeId>& phase) {
     const int width = std::min(spec_.config.threads_per_row, 32);
     for (NodeId r : reductions) {
@@ -1090,13 +1161,26 @@ class Emitter {
       out_ << "  }\n";
     }
     if (clustered_) {
-      std::vector<codegen_sm90::ClusterReduction> combined;
-      for (NodeId r : reductions) {
-        combined.push_back({"acc" + std::to_string(r), reduce_op_constant(g_.node(r).op),
-                            is_comoment(r), uniform_counts()});
-      }
-      codegen_sm90::emit_row_reduction(out_, combined);
+      codegen_sm90::emit_exchange_push(out_, cluster_reductions(reductions));
+      if (defer_exchange_) return;  // a pipelined kernel combines it one row block later
+      codegen_sm90::emit_exchange_combine(out_, cluster_reductions(reductions));
     }
+    emit_reduction_values(phase);
+  }
+
+  std::vector<codegen_sm90::ClusterReduction> cluster_reductions(
+      const std::vector<NodeId>& reductions) const {
+    std::vector<codegen_sm90::ClusterReduction> combined;
+    for (NodeId r : reductions) {
+      combined.push_back({"acc" + std::to_string(r), reduce_op_constant(g_.node(r).op),
+                          is_comoment(r), uniform_counts()});
+    }
+    return combined;
+  }
+
+  // Defines every reduction of a phase from the row totals in the accumulators, including the
+  // means its co-moments hold.
+  void emit_reduction_values(const std::vector<NodeId>& phase) {
     for (NodeId r : phase) {
       if (auto source = mean_in_comoment(g_, r, phase)) {
         out_ << "  const float " << ref(r) << " = acc" << source->first << "." << source->second
@@ -1319,6 +1403,10 @@ class Emitter {
   // block's copies have started.
   std::set<int> inputs_read_;
   bool fetched_this_row_ = false;
+  // The raw chunk arrays the passes unpack (in<i><suffix>): a pipelined kernel's two row
+  // blocks use their own.
+  std::string raw_suffix_ = "_raw";
+  bool defer_exchange_ = false;  // a pass ends at pushing its totals to the cluster
   std::ostringstream out_;
 };
 
@@ -1347,8 +1435,8 @@ std::optional<std::string> config_problem(const LoweredProgram& lp, const Kernel
            std::to_string(c.vec);
   }
   if (c.row_storage < 0 || c.row_storage >= kRowStorageCount) {
-    return "row_storage must be 0 (registers), 1 (shared), 2 (global), 3 (prefetched) or 4 "
-           "(staged), got " +
+    return "row_storage must be 0 (registers), 1 (shared), 2 (global), 3 (prefetched), 4 "
+           "(staged) or 5 (pipelined), got " +
            std::to_string(c.row_storage);
   }
   const auto storage = static_cast<RowStorage>(c.row_storage);
@@ -1369,6 +1457,13 @@ std::optional<std::string> config_problem(const LoweredProgram& lp, const Kernel
            std::to_string(c.ctas_per_row) +
            "): compute-sanitizer racecheck reported shared-memory hazards and wrong results "
            "there (H200, 2026-11-30) whose cause is not found yet; use prefetched";
+  }
+  if (storage == RowStorage::pipelined &&
+      (c.ctas_per_row == 1 || lp.reduction_phases.size() != 1)) {
+    return "pipelined rows overlap a cluster's exchange with the next row block's first pass: "
+           "they need ctas_per_row > 1 (got " +
+           std::to_string(c.ctas_per_row) + ") and a program with one reduction phase (got " +
+           std::to_string(lp.reduction_phases.size()) + ")";
   }
   if (storage == RowStorage::staged) {
     for (const ir::Slot& slot : lp.program.slots) {

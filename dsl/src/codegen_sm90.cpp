@@ -6,7 +6,7 @@ std::size_t exchange_floats(const ClusterReduction& reduction) {
   return reduction.comoment ? std::size(kComomentFields) : 1;
 }
 
-void emit_prologue(std::ostream& out, int ctas, std::size_t floats_per_phase) {
+void emit_prologue(std::ostream& out, int ctas, std::size_t floats_per_phase, int buffers) {
   out << "  constexpr int CLUSTER = " << ctas << ";  // CTAs that split each row\n"
       << "  // Launched without clusters of CLUSTER CTAs, the row totals would be wrong: stop.\n"
       << "  if (tn::cluster_ctas() != CLUSTER) __trap();\n"
@@ -16,22 +16,25 @@ void emit_prologue(std::ostream& out, int ctas, std::size_t floats_per_phase) {
       << "  const long long tn_cluster = blockIdx.x / CLUSTER;\n"
       << "  const long long tn_clusters = gridDim.x / CLUSTER;\n";
   if (floats_per_phase == 0) return;
-  // Two buffers and mbarriers, used alternately: a CTA pushes into a buffer again only two
-  // exchanges later, after waiting on the exchange in between, which every CTA arrives on only
-  // once it has read this one.
-  out << "  __shared__ float tn_exchange_slots[2][" << floats_per_phase << " * CLUSTER];\n"
-      << "  __shared__ unsigned long long tn_exchange_barrier[2];\n"
+  // The buffers and their mbarriers are used in turn. With two, a CTA pushes into a buffer
+  // again only two exchanges later, after waiting on the exchange in between, which every CTA
+  // arrives on only once it has read this one. A pipelined kernel pushes one exchange ahead of
+  // its wait, so it needs four: when a CTA pushes exchange k + 2 it has waited on exchange k,
+  // so every CTA has pushed exchange k, which each does after reading exchange k - 2.
+  out << "  constexpr int EXCHANGE_BUFFERS = " << buffers << ";\n"
+      << "  __shared__ float tn_exchange_slots[EXCHANGE_BUFFERS][" << floats_per_phase
+      << " * CLUSTER];\n"
+      << "  __shared__ unsigned long long tn_exchange_barrier[EXCHANGE_BUFFERS];\n"
       << "  if (threadIdx.x == 0) {\n"
-      << "    tn::exchange_init(&tn_exchange_barrier[0], CLUSTER);\n"
-      << "    tn::exchange_init(&tn_exchange_barrier[1], CLUSTER);\n"
+      << "    for (int b = 0; b < EXCHANGE_BUFFERS; ++b)\n"
+      << "      tn::exchange_init(&tn_exchange_barrier[b], CLUSTER);\n"
       << "  }\n"
       << "  tn::cluster_sync();  // every mbarrier is ready before any CTA arrives on it\n"
-      << "  unsigned tn_exchanges = 0;\n";
+      << "  unsigned tn_pushes = 0, tn_waits = 0;  // exchanges pushed and waited on so far\n";
 }
 
-void emit_row_reduction(std::ostream& out, const std::vector<ClusterReduction>& reductions) {
-  out << "  {\n    const unsigned buffer = tn_exchanges & 1;\n"
-      << "    float* slots = tn_exchange_slots[buffer];\n"
+void emit_exchange_push(std::ostream& out, const std::vector<ClusterReduction>& reductions) {
+  out << "  {\n    float* slots = tn_exchange_slots[tn_pushes % EXCHANGE_BUFFERS];\n"
       << "    if (lane < CLUSTER) {  // thread `lane` pushes this CTA's totals to CTA `lane`\n";
   std::size_t offset = 0;
   for (const ClusterReduction& r : reductions) {
@@ -41,10 +44,16 @@ void emit_row_reduction(std::ostream& out, const std::vector<ClusterReduction>& 
     }
     offset += exchange_floats(r);
   }
-  out << "      tn::exchange_arrive(&tn_exchange_barrier[buffer], lane);\n    }\n"
-      << "    tn::exchange_wait(&tn_exchange_barrier[buffer], (tn_exchanges >> 1) & 1);\n"
-      << "    ++tn_exchanges;\n";
-  offset = 0;
+  out << "      tn::exchange_arrive(&tn_exchange_barrier[tn_pushes % EXCHANGE_BUFFERS], lane);\n"
+      << "    }\n    ++tn_pushes;\n  }\n";
+}
+
+void emit_exchange_combine(std::ostream& out, const std::vector<ClusterReduction>& reductions) {
+  out << "  {\n    const unsigned buffer = tn_waits % EXCHANGE_BUFFERS;\n"
+      << "    tn::exchange_wait(&tn_exchange_barrier[buffer], (tn_waits / EXCHANGE_BUFFERS) & 1);\n"
+      << "    ++tn_waits;\n"
+      << "    const float* slots = tn_exchange_slots[buffer];\n";
+  std::size_t offset = 0;
   for (const ClusterReduction& r : reductions) {
     out << "    " << r.accumulator << " = "
         << (r.comoment ? std::string("tn::combine_comoment_slots<CLUSTER, ") +

@@ -26,13 +26,17 @@ struct ClusterReduction {
 std::size_t exchange_floats(const ClusterReduction& reduction);
 
 // Declarations every cluster kernel starts with: the cluster size check, this CTA's rank and
-// the first column of its slice, the cluster's index and count, and the exchange buffers with
-// their mbarriers (for up to `floats_per_phase` floats of state per phase). Each CTA holds one
-// row (rows_per_cta = 1).
-void emit_prologue(std::ostream& out, int ctas, std::size_t floats_per_phase);
+// the first column of its slice, the cluster's index and count, and `buffers` exchange buffers
+// with their mbarriers (for up to `floats_per_phase` floats of state per phase). Each CTA holds
+// one row (rows_per_cta = 1).
+void emit_prologue(std::ostream& out, int ctas, std::size_t floats_per_phase, int buffers);
 
-// Turns CTA totals (every thread of the CTA holds them) into row totals.
-void emit_row_reduction(std::ostream& out, const std::vector<ClusterReduction>& reductions);
+// Turning CTA totals (every thread of the CTA holds them) into row totals takes two steps:
+// pushing this CTA's totals to every CTA of the cluster, then waiting for the cluster's and
+// combining them in rank order into the same accumulators. Exchanges are pushed and combined
+// in the same order; a pipelined kernel pushes the next one before combining this one.
+void emit_exchange_push(std::ostream& out, const std::vector<ClusterReduction>& reductions);
+void emit_exchange_combine(std::ostream& out, const std::vector<ClusterReduction>& reductions);
 
 // The end of a kernel with exchanges: emit_exit_arrive() after the last one, emit_exit_wait()
 // last of all. The mbarrier waits already order every store into a CTA's shared memory before

@@ -340,7 +340,8 @@ TEST_CASE("codegen: a cluster kernel splits the row into slices and exchanges ro
        at = kernel.source.find("tn::exchange_wait(&", at + 1))
     ++waits;
   CHECK(waits == 1);
-  CHECK(contains(kernel.source, "__shared__ float tn_exchange_slots[2][4 * CLUSTER];"));
+  CHECK(contains(kernel.source, "constexpr int EXCHANGE_BUFFERS = 2;"));
+  CHECK(contains(kernel.source, "__shared__ float tn_exchange_slots[EXCHANGE_BUFFERS][4 * CLUSTER];"));
   CHECK(contains(kernel.source, "tn::exchange_store(slots + 3 * CLUSTER + tn_rank, lane, acc"));
   CHECK(contains(kernel.source,
                  " = tn::combine_comoment_slots<CLUSTER, true>(slots + 0 * CLUSTER);"));
@@ -393,6 +394,41 @@ TEST_CASE("codegen: a cluster kernel splits the row into slices and exchanges ro
   CHECK(one_cta.dynamic_shared_bytes == 32 * 256 * 4);  // the dweight partial sums only
   CHECK_FALSE(contains(one_cta.source, "load_stashed_chunk<tn::bf16, VEC>(tn_col"));
   CHECK(contains(one_cta.source, "tn::load_chunk<tn::bf16, VEC, N>(p_weight, c0, col"));
+}
+
+TEST_CASE("codegen: a pipelined cluster kernel pushes a row block before finishing the last") {
+  KernelConfig pipelined = config(256, 1, 8, RowStorage::pipelined);
+  pipelined.ctas_per_row = 8;
+  for (const char* name : {"rms_norm", "layer_norm", "layer_norm_backward"}) {
+    CAPTURE(name);
+    const auto kernel =
+        tilenorm::generate_cuda(lowered(name), {DType::bf16, DType::bf16, 65536, pipelined});
+    CHECK(kernel.persistent);
+    const std::string& source = kernel.source;
+    // Four exchange buffers: one exchange is pushed ahead of the wait (see emit_prologue).
+    CHECK(contains(source, "constexpr int EXCHANGE_BUFFERS = 4;"));
+    // One more iteration than row blocks, the first half guarded by this block, the second
+    // by the previous one.
+    CHECK(contains(source, "for (long long block = tn_cluster; (block - tn_clusters) * RPC < "
+                           "rows; block += tn_clusters) {"));
+    const std::size_t first_half = source.find("if (block * RPC < rows) {");
+    const std::size_t push = source.find("tn::exchange_arrive(", first_half);
+    const std::size_t second_half = source.find("if (block != tn_cluster) {");
+    const std::size_t wait = source.find("tn::exchange_wait(", second_half);
+    const std::size_t final_pass = source.find("// Final pass", second_half);
+    REQUIRE(first_half != std::string::npos);
+    REQUIRE(second_half != std::string::npos);
+    CHECK(first_half < push);
+    CHECK(push < second_half);
+    CHECK(second_half < wait);
+    CHECK(wait < final_pass);
+    // The first half reads the block it fetched, the second the one held from before.
+    CHECK(contains(source, "in0_fresh[it] = in0_next[it];"));
+    CHECK(contains(source, "in0_held[it] = in0_fresh[it];"));
+    CHECK(contains(source.substr(first_half, second_half - first_half), "(in0_fresh[it], in0)"));
+    CHECK(contains(source.substr(second_half), "(in0_held[it], in0)"));
+    CHECK_FALSE(contains(source, "_raw["));
+  }
 }
 
 TEST_CASE("codegen: a CTA combines its row groups before writing partials when they fit") {
@@ -579,12 +615,22 @@ TEST_CASE("codegen: config_problem names what is wrong with a configuration") {
   CHECK(tilenorm::config_problem(lowered("rms_norm"),
                                  {DType::bf16, DType::f32, 1024, config(128, 1, 8, registers)}) ==
         "vec must be a power of two with vec * element size <= 16 bytes, got 8");
-  CHECK(problem("rms_norm", DType::bf16, 1024, config(128, 1, 8, static_cast<RowStorage>(5))) ==
-        "row_storage must be 0 (registers), 1 (shared), 2 (global), 3 (prefetched) or 4 (staged), "
-        "got 5");
+  CHECK(problem("rms_norm", DType::bf16, 1024, config(128, 1, 8, static_cast<RowStorage>(6))) ==
+        "row_storage must be 0 (registers), 1 (shared), 2 (global), 3 (prefetched), 4 (staged) or 5 "
+        "(pipelined), got 6");
   CHECK(problem("rms_norm", DType::bf16, 1024, config(128, 1, 8, static_cast<RowStorage>(-1))) ==
-        "row_storage must be 0 (registers), 1 (shared), 2 (global), 3 (prefetched) or 4 (staged), "
-        "got -1");
+        "row_storage must be 0 (registers), 1 (shared), 2 (global), 3 (prefetched), 4 (staged) or 5 "
+        "(pipelined), got -1");
+  // Pipelined rows defer a cluster's exchange: no cluster, or two reduction phases (LayerNorm's
+  // recomputing backward), leave nothing to defer.
+  CHECK(problem("rms_norm", DType::bf16, 65536, config(256, 1, 8, RowStorage::pipelined)) ==
+        "pipelined rows overlap a cluster's exchange with the next row block's first pass: they "
+        "need ctas_per_row > 1 (got 1) and a program with one reduction phase (got 1)");
+  tilenorm::KernelConfig pipelined_cluster = config(256, 1, 8, RowStorage::pipelined);
+  pipelined_cluster.ctas_per_row = 8;
+  CHECK(problem("layer_norm_backward_recompute", DType::bf16, 65536, pipelined_cluster) ==
+        "pipelined rows overlap a cluster's exchange with the next row block's first pass: they "
+        "need ctas_per_row > 1 (got 8) and a program with one reduction phase (got 2)");
   // 256 bf16 values per thread, held two to a register.
   CHECK(problem("rms_norm", DType::bf16, 262144, config(1024, 1, 8, registers)) ==
         "the row does not fit in registers (128 values per thread, budget 24)");

@@ -28,17 +28,23 @@ enum class RowStorage : int {
   staged = 4,      // registers, with the next row block copied asynchronously (cp.async,
                    // sm_80+) into shared memory while this one is worked on: the overlap of
                    // prefetched without its second set of registers; persistent as well
+  pipelined = 5,   // prefetched on a cluster, with each row block's exchange left in flight
+                   // while the next block's first pass runs (a third set of registers): the
+                   // cluster's latency overlaps work instead of stalling every CTA per row.
+                   // One reduction phase, ctas_per_row > 1
 };
-inline constexpr int kRowStorageCount = 5;  // RowStorage values are 0 .. kRowStorageCount - 1
+inline constexpr int kRowStorageCount = 6;  // RowStorage values are 0 .. kRowStorageCount - 1
 
 // Whether the rows live in registers while a row block is worked on.
 constexpr bool rows_in_registers(RowStorage storage) {
   return storage == RowStorage::registers || storage == RowStorage::prefetched ||
-         storage == RowStorage::staged;
+         storage == RowStorage::staged || storage == RowStorage::pipelined;
 }
-// Whether a persistent kernel fetches the next row block ahead (prefetched or staged).
+// Whether a persistent kernel fetches the next row block ahead (prefetched, staged or
+// pipelined).
 constexpr bool fetches_ahead(RowStorage storage) {
-  return storage == RowStorage::prefetched || storage == RowStorage::staged;
+  return storage == RowStorage::prefetched || storage == RowStorage::staged ||
+         storage == RowStorage::pipelined;
 }
 std::string_view row_storage_name(RowStorage storage);
 
