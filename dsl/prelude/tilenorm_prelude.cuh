@@ -100,11 +100,20 @@ union Chunk {
   T element[V];
 };
 
+// Whether the chunk of V columns from col0 lies inside a row of N. Chunks start at multiples
+// of V (the peeled ones, which do not, have their own functions), so where V divides N a chunk
+// that starts inside the row ends inside it: the test is then the one the generated code has
+// made before the call (c0 < N), and the compiler drops the element-by-element path.
+template <int V, int N>
+__device__ __forceinline__ bool whole_chunk(int col0) {
+  return N % V == 0 ? col0 < N : col0 + V <= N;
+}
+
 // Loads elements [col0, col0 + V) of a row of N into fp32. Columns past N read as 0; a
 // chunk that crosses N is read element by element so nothing past the row is touched.
 template <class T, int V, int N>
 __device__ __forceinline__ void load_chunk(const T* row, int col0, float (&out)[V]) {
-  if (col0 + V <= N) {
+  if (whole_chunk<V, N>(col0)) {
     Chunk<T, V> c;
     c.raw = *reinterpret_cast<const typename RawVector<sizeof(T) * V>::type*>(row + col0);
 #pragma unroll
@@ -121,7 +130,7 @@ template <class T, int V, int N>
 __device__ __forceinline__ typename RawVector<sizeof(T) * V>::type fetch_chunk(const T* row,
                                                                                int col0) {
   Chunk<T, V> c;
-  if (col0 + V <= N) {
+  if (whole_chunk<V, N>(col0)) {
     c.raw = *reinterpret_cast<const typename RawVector<sizeof(T) * V>::type*>(row + col0);
   } else {
 #pragma unroll
@@ -156,7 +165,7 @@ __device__ __forceinline__ void copy_chunk_async(typename RawVector<sizeof(T) * 
                                                  const T* row, int col0, bool valid) {
   constexpr int kBytes = sizeof(T) * V;
   static_assert(kBytes == 4 || kBytes == 8 || kBytes == 16, "cp.async copies 4, 8 or 16 bytes");
-  const int columns = valid ? (col0 + V <= N ? V : (col0 < N ? N - col0 : 0)) : 0;
+  const int columns = valid ? (whole_chunk<V, N>(col0) ? V : (col0 < N ? N - col0 : 0)) : 0;
   const T* source = columns > 0 ? row + col0 : row;
   const unsigned bytes = static_cast<unsigned>(columns * static_cast<int>(sizeof(T)));
   if constexpr (kBytes == 16) {
@@ -191,7 +200,7 @@ __device__ __forceinline__ void load_chunk_and_stash(const T* row, T* stash, int
                                                      float (&out)[V]) {
   typedef typename RawVector<sizeof(T) * V>::type Raw;
   Chunk<T, V> c;
-  if (col0 + V <= N) {
+  if (whole_chunk<V, N>(col0)) {
     c.raw = *reinterpret_cast<const Raw*>(row + col0);
   } else {
 #pragma unroll
@@ -208,7 +217,7 @@ __device__ __forceinline__ void store_chunk(T* row, int col0, const float (&in)[
   Chunk<T, V> c;
 #pragma unroll
   for (int v = 0; v < V; ++v) c.element[v] = from_float<T>(in[v]);
-  if (col0 + V <= N) {
+  if (whole_chunk<V, N>(col0)) {
     *reinterpret_cast<typename RawVector<sizeof(T) * V>::type*>(row + col0) = c.raw;
   } else {
 #pragma unroll
@@ -404,14 +413,16 @@ __device__ __forceinline__ Comoment comoment_identity() {
 // Symmetric bit for bit (explicit roundings: an FMA would depend on the operand order), so
 // every lane of a butterfly ends with the same state. Equal: both states count the same
 // columns (every thread holds whole chunks), so the weights are 1/2 and need no division.
-template <bool Equal>
+// Same: a variance (both operands one tile), whose two averages are one.
+template <bool Equal, bool Same = false>
 __device__ __forceinline__ Comoment combine_comoments(const Comoment& x, const Comoment& y) {
-  const float da = __fsub_rn(y.avg_a, x.avg_a), db = __fsub_rn(y.avg_b, x.avg_b);
+  const float da = __fsub_rn(y.avg_a, x.avg_a);
+  const float db = Same ? da : __fsub_rn(y.avg_b, x.avg_b);
   Comoment r;
   r.n = __fadd_rn(x.n, y.n);
   if (Equal) {
     r.avg_a = __fmul_rn(__fadd_rn(x.avg_a, y.avg_a), 0.5f);
-    r.avg_b = __fmul_rn(__fadd_rn(x.avg_b, y.avg_b), 0.5f);
+    r.avg_b = Same ? r.avg_a : __fmul_rn(__fadd_rn(x.avg_b, y.avg_b), 0.5f);
     r.c = __fadd_rn(__fadd_rn(x.c, y.c), __fmul_rn(__fmul_rn(da, db), __fmul_rn(x.n, 0.5f)));
     return r;
   }
@@ -420,20 +431,24 @@ __device__ __forceinline__ Comoment combine_comoments(const Comoment& x, const C
   const float inv = __fdividef(1.0f, r.n);  // no slow path: a count is a positive integer <= N
   const float wx = __fmul_rn(x.n, inv), wy = __fmul_rn(y.n, inv);
   r.avg_a = __fadd_rn(__fmul_rn(x.avg_a, wx), __fmul_rn(y.avg_a, wy));
-  r.avg_b = __fadd_rn(__fmul_rn(x.avg_b, wx), __fmul_rn(y.avg_b, wy));
+  r.avg_b = Same ? r.avg_a : __fadd_rn(__fmul_rn(x.avg_b, wx), __fmul_rn(y.avg_b, wy));
   r.c = __fadd_rn(__fadd_rn(x.c, y.c),
                   __fmul_rn(__fmul_rn(da, db), __fmul_rn(__fmul_rn(x.n, y.n), inv)));
   return r;
 }
 
-template <int Width, bool Equal>
+// Shuffles only what differs between the lanes: with Equal the partner's count is this lane's,
+// and with Same its second average is its first.
+template <int Width, bool Equal, bool Same = false>
 __device__ __forceinline__ Comoment comoment_allreduce(Comoment s) {
 #pragma unroll
   for (int offset = Width / 2; offset > 0; offset /= 2) {
-    const Comoment other{
-        __shfl_xor_sync(0xffffffffu, s.n, offset), __shfl_xor_sync(0xffffffffu, s.avg_a, offset),
-        __shfl_xor_sync(0xffffffffu, s.avg_b, offset), __shfl_xor_sync(0xffffffffu, s.c, offset)};
-    s = combine_comoments<Equal>(s, other);
+    Comoment other;
+    other.n = Equal ? s.n : __shfl_xor_sync(0xffffffffu, s.n, offset);
+    other.avg_a = __shfl_xor_sync(0xffffffffu, s.avg_a, offset);
+    other.avg_b = Same ? other.avg_a : __shfl_xor_sync(0xffffffffu, s.avg_b, offset);
+    other.c = __shfl_xor_sync(0xffffffffu, s.c, offset);
+    s = combine_comoments<Equal, Same>(s, other);
   }
   return s;
 }
@@ -446,15 +461,15 @@ __device__ __forceinline__ Comoment load_comoment(const float* fields, int field
 // Combines Count states (a power of two, at most 32) that every lane can load: lane i loads
 // state i % Count, and a butterfly over groups of Count lanes leaves every lane with the
 // total, log2(Count) combines deep, with pairs of equal counts at every level.
-template <int Count, bool Equal, class Load>
+template <int Count, bool Equal, bool Same, class Load>
 __device__ __forceinline__ Comoment combine_comoment_states(Load state) {
-  return comoment_allreduce<Count, Equal>(state(static_cast<int>(threadIdx.x % 32) % Count));
+  return comoment_allreduce<Count, Equal, Same>(state(static_cast<int>(threadIdx.x % 32) % Count));
 }
 
 // Combines `Count` per-warp states, each stored as consecutive fields, `stride` floats apart.
-template <int Count, bool Equal>
+template <int Count, bool Equal, bool Same = false>
 __device__ __forceinline__ Comoment combine_comoment_partials(const float* partials, int stride) {
-  return combine_comoment_states<Count, Equal>(
+  return combine_comoment_states<Count, Equal, Same>(
       [&](int i) { return load_comoment(partials + i * stride, 1); });
 }
 

@@ -91,9 +91,9 @@ __device__ __forceinline__ float combine_slots(const float* slots) {
 }
 
 // Combines Count co-moment states; field f of rank r is at slots[f * Count + r].
-template <int Count, bool Equal>
+template <int Count, bool Equal, bool Same = false>
 __device__ __forceinline__ Comoment combine_comoment_slots(const float* slots) {
-  return combine_comoment_states<Count, Equal>(
+  return combine_comoment_states<Count, Equal, Same>(
       [&](int rank) { return load_comoment(slots + rank, Count); });
 }
 

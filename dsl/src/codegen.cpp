@@ -419,6 +419,15 @@ class Emitter {
            (peel() ? " - tn_shift" : "");
   }
   bool peel() const { return spec_.peel_rows; }
+  // Whether every thread's chunks lie inside the row: no peeling, and the chunks of all
+  // threads (of every CTA of a cluster) tile N exactly. The chunk tests are then left out.
+  bool covers_row_exactly() const {
+    const std::int64_t threads =
+        std::int64_t{spec_.config.threads_per_row} * std::max(1, spec_.config.ctas_per_row);
+    return !peel() && geo_.iters * threads * spec_.config.vec == spec_.n;
+  }
+  std::string chunk_in_row() const { return covers_row_exactly() ? "true" : "c0 < N"; }
+  std::string and_chunk_in_row() const { return covers_row_exactly() ? "" : " && c0 < N"; }
   // Where chunk c0 sits in a row's shared-memory stash: at its chunk index times VEC, which
   // for peeled rows is not its column.
   std::string stash_offset() const { return peel() ? "(c0 + tn_shift)" : "c0"; }
@@ -628,7 +637,8 @@ class Emitter {
              << ", c0);\n";
     }
     out_ << "  if (row_in_cta == 0) {\n    for (int it = 0; it < ITERS; ++it) {\n"
-         << "      const int c0 = " << chunk_column() << ";\n      if (c0 >= N) break;\n"
+         << "      const int c0 = " << chunk_column() << ";\n"
+         << (covers_row_exactly() ? "" : "      if (c0 >= N) break;\n")
          << copies.str() << "    }\n  }\n  __syncthreads();\n";
   }
   // Where this thread's chunk `it` of column parameter `slot` sits in its shared copy.
@@ -702,7 +712,8 @@ class Emitter {
         out_ << "      tn::copy_chunk_async<" << t << ", VEC, N>(tn_stage" << i
              << " + it * TPR * RPC, fetch" << i << ", c0, fetch_valid);\n";
       } else {
-        out_ << "      in" << i << "_next[it] = fetch_valid && c0 < N ? tn::fetch_chunk<" << t
+        out_ << "      in" << i << "_next[it] = fetch_valid" << and_chunk_in_row()
+             << " ? tn::fetch_chunk<" << t
              << ", VEC, N>(fetch" << i << ", c0) : tn::raw_zero<" << t << ", VEC>();\n";
       }
     }
@@ -850,7 +861,7 @@ class Emitter {
       } else if (prefetching()) {
         out_ << "    in" << i << "_raw[it] = in" << i << "_next[it];\n";
       } else {
-        out_ << "    in" << i << "_raw[it] = row_valid && c0 < N ? tn::fetch_chunk"
+        out_ << "    in" << i << "_raw[it] = row_valid" << and_chunk_in_row() << " ? tn::fetch_chunk"
              << (peel() ? "_peeled<" : "<") << slot_type(s) << ", VEC, N>(row" << i
              << ", c0) : tn::raw_zero<" << slot_type(s) << ", VEC>();\n";
       }
@@ -930,7 +941,7 @@ class Emitter {
     out_ << (unroll_fully ? "#pragma unroll\n" : "#pragma unroll 4\n");
     out_ << "  for (int it = 0; it < ITERS; ++it) {\n"
          << "    const int c0 = " << chunk_column() << ";\n"
-         << "    if (c0 < N) {\n";
+         << "    if (" << chunk_in_row() << ") {\n";
     emit_chunk_loads(nodes);
     for (std::size_t i : outputs) out_ << "      float out" << i << "[VEC];\n";
     out_ << "#pragma unroll\n      for (int v = 0; v < VEC; ++v) {\n";
@@ -988,7 +999,13 @@ class Emitter {
     return !peel() && spec_.n == geo_.iters * spec_.config.threads_per_row * spec_.config.vec *
                                      std::max(1, spec_.config.ctas_per_row);
   }
-  std::string equal_counts() const { return uniform_counts() ? "true" : "false"; }
+  // The prelude's template flags for combining co-moment r's states: Equal (uniform counts)
+  // and Same (a variance: one operand twice).
+  std::string comoment_flags(NodeId r) const {
+    return std::string(uniform_counts() ? "true" : "false") + ", " +
+           (is_variance(r) ? "true" : "false");
+  }
+  bool is_variance(NodeId r) const { return g_.node(r).args[0] == g_.node(r).args[1]; }
   // Whether one warp's shuffles reach every column of a row (no barrier, no cluster exchange).
   bool row_in_one_warp() const { return geo_.warps_per_row == 1 && !clustered_; }
 
@@ -1040,7 +1057,7 @@ class Emitter {
         // Shuffles alone reach the whole row: center on the row's own averages (the two-pass
         // arithmetic, with no barrier between the passes), so no states need combining.
         out_ << "  " << acc << ".n = static_cast<float>(N);\n";
-        const bool same = g_.node(r).args[0] == g_.node(r).args[1];  // a variance: one sum
+        const bool same = is_variance(r);  // a variance: one sum
         for (const char* side : {"a", "b"}) {
           out_ << "  " << acc << ".avg_" << side << " = ";
           if (same && side[0] == 'b') {
@@ -1069,7 +1086,7 @@ class Emitter {
     out_ << (unroll_fully ? "#pragma unroll\n" : "#pragma unroll 4\n")
          << "  for (int it = 0; it < ITERS; ++it) {\n"
          << "    const int c0 = " << chunk_column() << ";\n"
-         << "    if (c0 < N) {\n";
+         << "    if (" << chunk_in_row() << ") {\n";
     emit_chunk_loads(nodes);
     out_ << "#pragma unroll\n      for (int v = 0; v < VEC; ++v) {\n";
     emit_element_values(nodes);
@@ -1125,8 +1142,8 @@ class Emitter {
         out_ << "  acc" << r << ".c = tn::group_allreduce<tn::kSum, " << width << ">(acc" << r
              << ".c);\n";
       } else if (is_comoment(r)) {
-        out_ << "  acc" << r << " = tn::comoment_allreduce<" << width << ", " << equal_counts()
-             << ">(acc" << r << ");\n";
+        out_ << "  acc" << r << " = tn::comoment_allreduce<" << width << ", "
+             << comoment_flags(r) << ">(acc" << r << ");\n";
       } else {
         out_ << "  acc" << r << " = tn::group_allreduce<" << reduce_op_constant(g_.node(r).op)
              << ", " << width << ">(acc" << r << ");\n";
@@ -1152,7 +1169,7 @@ class Emitter {
       for (NodeId r : reductions) {
         out_ << "    acc" << r << " = "
              << (is_comoment(r)
-                     ? "tn::combine_comoment_partials<WARPS_PER_ROW, " + equal_counts() + ">"
+                     ? "tn::combine_comoment_partials<WARPS_PER_ROW, " + comoment_flags(r) + ">"
                      : "tn::combine_partials<" + reduce_op_constant(g_.node(r).op) +
                            ", WARPS_PER_ROW>")
              << "(partials + " << offset << ", " << k << ");\n";
@@ -1173,7 +1190,7 @@ class Emitter {
     std::vector<codegen_sm90::ClusterReduction> combined;
     for (NodeId r : reductions) {
       combined.push_back({"acc" + std::to_string(r), reduce_op_constant(g_.node(r).op),
-                          is_comoment(r), uniform_counts()});
+                          is_comoment(r), uniform_counts(), is_comoment(r) && is_variance(r)});
     }
     return combined;
   }

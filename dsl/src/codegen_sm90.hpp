@@ -20,6 +20,7 @@ struct ClusterReduction {
   std::string op;
   bool comoment = false;
   bool equal_counts = false;  // a co-moment whose CTAs all hold the same number of columns
+  bool variance = false;      // a co-moment of one operand with itself
 };
 
 // The floats a reduction's state takes in an exchange: 1, or a co-moment's 4 fields.
