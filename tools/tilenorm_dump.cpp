@@ -52,7 +52,9 @@ int dump(const std::vector<std::string>& args) {
                  "(default 1, sm_90+)",
                  "K");
   cli::add_value(app, "--storage", o.storage,
-                 "registers, shared, global, prefetched, staged or pipelined (the last three persistent; pipelined on a cluster)", "S");
+                 "registers, shared, global, prefetched, staged or pipelined (the last three "
+                 "persistent; pipelined on a cluster)",
+                 "S");
   auto* source_only = app.add_flag(
       "--source-only", o.source_only,
       "print only the self-contained source (prelude included), which `nvcc -arch=sm_90 -c` "

@@ -103,7 +103,8 @@ RowStorage parse_row_storage(std::string_view flag, std::string_view text) {
     if (row_storage_name(storage) == text) return storage;
   }
   throw UsageError(std::string(flag) +
-                   " must be registers, shared, global, prefetched, staged or pipelined, got " + quoted(text));
+                   " must be registers, shared, global, prefetched, staged or pipelined, got " +
+                   quoted(text));
 }
 
 std::string parse_kernel_name(std::string_view flag, std::string_view text) {

@@ -35,8 +35,8 @@ std::vector<int> domain_for_field(const std::string& field, DType io_dtype, DTyp
   if (field == "ctas_per_row") return powers_of_two(1, 16);
   if (field == "row_storage") {
     return {static_cast<int>(RowStorage::registers), static_cast<int>(RowStorage::shared),
-            static_cast<int>(RowStorage::global), static_cast<int>(RowStorage::prefetched),
-            static_cast<int>(RowStorage::staged), static_cast<int>(RowStorage::pipelined)};
+            static_cast<int>(RowStorage::global),    static_cast<int>(RowStorage::prefetched),
+            static_cast<int>(RowStorage::staged),    static_cast<int>(RowStorage::pipelined)};
   }
   throw Error("KernelConfig field '" + field +
               "' has no autotuning domain: add one to domain_for_field() in "
@@ -123,9 +123,20 @@ std::optional<PrunedCandidate> prune(const Context& context, const KernelConfig&
                       std::to_string(config.ctas_per_row) +
                       " ways: clusters pay from 1024 vectors per row, 256 per CTA");
   }
-  // A cluster exists to keep a long row on chip: its slices stay in registers, one row each.
-  if (config.ctas_per_row > 1 && (!rows_in_registers(static_cast<RowStorage>(config.row_storage)) ||
-                                  config.rows_per_cta > 1)) {
+  // A cluster exists to keep a long row on chip: its slices stay in registers, one row each;
+  // where they cannot (a backward's slices too large for registers at 1024 threads), they are
+  // re-read from global memory, so that a cluster's rows stay in L2 (see the heuristic).
+  KernelSpec in_registers_twin = spec;
+  in_registers_twin.config.row_storage = static_cast<int>(RowStorage::registers);
+  const bool cluster_rereads = config.ctas_per_row > 1 && config.threads_per_row == 1024 &&
+                               static_cast<RowStorage>(config.row_storage) == RowStorage::global &&
+                               plan_kernels(context.program).persistent &&
+                               config_problem(context.program, in_registers_twin)
+                                       .value_or("")
+                                       .find("does not fit in registers") != std::string::npos;
+  if (config.ctas_per_row > 1 && !cluster_rereads &&
+      (!rows_in_registers(static_cast<RowStorage>(config.row_storage)) ||
+       config.rows_per_cta > 1)) {
     return pruned(PruneRule::needless_cluster,
                   "a cluster of " + std::to_string(config.ctas_per_row) +
                       " CTAs keeps one row per CTA in registers, not " +
@@ -137,10 +148,10 @@ std::optional<PrunedCandidate> prune(const Context& context, const KernelConfig&
   // 2026-11-30: below that one CTA per row won every shape), to keep the space in budget.
   if (static_cast<RowStorage>(config.row_storage) == RowStorage::pipelined &&
       vectors_per_row < kPipelinedMinRowVectors) {
-    return pruned(PruneRule::needless_cluster,
-                  "pipelined slices are searched from rows of " +
-                      std::to_string(kPipelinedMinRowVectors) + " vectors, not " +
-                      std::to_string(vectors_per_row));
+    return pruned(PruneRule::needless_cluster, "pipelined slices are searched from rows of " +
+                                                   std::to_string(kPipelinedMinRowVectors) +
+                                                   " vectors, not " +
+                                                   std::to_string(vectors_per_row));
   }
   // A forward's slices in plain registers wait out every exchange with nothing in flight; where
   // a pipelined twin is valid (one reduction phase) they are not searched (H200, bf16,

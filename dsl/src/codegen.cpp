@@ -638,8 +638,8 @@ class Emitter {
     }
     out_ << "  if (row_in_cta == 0) {\n    for (int it = 0; it < ITERS; ++it) {\n"
          << "      const int c0 = " << chunk_column() << ";\n"
-         << (covers_row_exactly() ? "" : "      if (c0 >= N) break;\n")
-         << copies.str() << "    }\n  }\n  __syncthreads();\n";
+         << (covers_row_exactly() ? "" : "      if (c0 >= N) break;\n") << copies.str()
+         << "    }\n  }\n  __syncthreads();\n";
   }
   // Where this thread's chunk `it` of column parameter `slot` sits in its shared copy.
   static std::string column_stash_chunk(std::size_t slot) {
@@ -713,8 +713,8 @@ class Emitter {
              << " + it * TPR * RPC, fetch" << i << ", c0, fetch_valid);\n";
       } else {
         out_ << "      in" << i << "_next[it] = fetch_valid" << and_chunk_in_row()
-             << " ? tn::fetch_chunk<" << t
-             << ", VEC, N>(fetch" << i << ", c0) : tn::raw_zero<" << t << ", VEC>();\n";
+             << " ? tn::fetch_chunk<" << t << ", VEC, N>(fetch" << i << ", c0) : tn::raw_zero<" << t
+             << ", VEC>();\n";
       }
     }
     out_ << "    }\n  }\n";
@@ -732,9 +732,10 @@ class Emitter {
   // The row this thread works on in row block `block_expr`, and the row pointers of the
   // tensors it does not fetch ahead (of the row outputs too, unless `outputs` is false).
   void emit_row_start(const std::string& block_expr, bool outputs = true) {
-    out_ << "  const long long row = " << block_expr << " * RPC + row_in_cta;\n"
-         << "  const bool row_valid = row < rows;\n"
-         << "  const long long safe_row = row_valid ? row : 0;  // rows past the end load nothing\n";
+    out_
+        << "  const long long row = " << block_expr << " * RPC + row_in_cta;\n"
+        << "  const bool row_valid = row < rows;\n"
+        << "  const long long safe_row = row_valid ? row : 0;  // rows past the end load nothing\n";
     for (std::size_t i = 0; i < p_.slots.size(); ++i) {
       const ir::Slot& s = p_.slots[i];
       if (s.shape != Shape::tile || (s.role == ir::Role::read && fetches_ahead(storage_)) ||
@@ -753,8 +754,8 @@ class Emitter {
     }
     if (prefetching()) declare_raw_rows("_next");
     if (fetches_ahead(storage_)) emit_fetch(block_index_);
-    out_ << "  for (long long block = " << block_index_ << "; block * RPC < rows; block += "
-         << block_count_ << ") {\n";
+    out_ << "  for (long long block = " << block_index_
+         << "; block * RPC < rows; block += " << block_count_ << ") {\n";
     emit_row_start("block");
     fetched_this_row_ = false;
     inputs_read_.clear();
@@ -861,9 +862,9 @@ class Emitter {
       } else if (prefetching()) {
         out_ << "    in" << i << "_raw[it] = in" << i << "_next[it];\n";
       } else {
-        out_ << "    in" << i << "_raw[it] = row_valid" << and_chunk_in_row() << " ? tn::fetch_chunk"
-             << (peel() ? "_peeled<" : "<") << slot_type(s) << ", VEC, N>(row" << i
-             << ", c0) : tn::raw_zero<" << slot_type(s) << ", VEC>();\n";
+        out_ << "    in" << i << "_raw[it] = row_valid" << and_chunk_in_row()
+             << " ? tn::fetch_chunk" << (peel() ? "_peeled<" : "<") << slot_type(s)
+             << ", VEC, N>(row" << i << ", c0) : tn::raw_zero<" << slot_type(s) << ", VEC>();\n";
       }
     }
     out_ << "  }\n";
@@ -1142,8 +1143,8 @@ class Emitter {
         out_ << "  acc" << r << ".c = tn::group_allreduce<tn::kSum, " << width << ">(acc" << r
              << ".c);\n";
       } else if (is_comoment(r)) {
-        out_ << "  acc" << r << " = tn::comoment_allreduce<" << width << ", "
-             << comoment_flags(r) << ">(acc" << r << ");\n";
+        out_ << "  acc" << r << " = tn::comoment_allreduce<" << width << ", " << comoment_flags(r)
+             << ">(acc" << r << ");\n";
       } else {
         out_ << "  acc" << r << " = tn::group_allreduce<" << reduce_op_constant(g_.node(r).op)
              << ", " << width << ">(acc" << r << ");\n";

@@ -167,10 +167,12 @@ KernelConfig heuristic_config(const LoweredProgram& program, DType io_dtype, DTy
     int ctas = 1;
     while (ctas < kMaxClusterCtas && (chunks + ctas - 1) / ctas > slice_limit) ctas *= 2;
     const std::int64_t slice = (chunks + ctas - 1) / ctas;
-    // A co-moment on slices past the limit (a cluster of 16 is too small) measured below one
-    // CTA per row (LayerNorm bf16 N = 262144: 36.5% of the copy ceiling on 16 x 512 threads,
-    // 43% re-read from L2 by one CTA of 1024).
-    const bool too_long = comoments && slice > slice_limit;
+    // A co-moment on slices past the limit (a cluster of 16 is too small) takes 512 threads
+    // per CTA: since its variance states shuffle two floats, not four (eighth session), that
+    // measured 52.1% of the copy ceiling against 41.6% re-read from L2 by one CTA of 1024
+    // (LayerNorm bf16 N = 262144, M = 256; before, 36.5% against 43%). Slices of 1024 threads
+    // measured below one CTA per row (27.0%), so longer ones still go there.
+    const bool too_long = comoments && slice > 2 * slice_limit;
     // LayerNorm's saved-statistics backward (two column sums, staged on one CTA) measured
     // best with two vectors per thread in registers (N = 32768 46.6% against 45.5% with four,
     // prefetched; 65536 45.0% against 43.1%), where the registers allow. A cluster whose slices
@@ -186,6 +188,15 @@ KernelConfig heuristic_config(const LoweredProgram& program, DType io_dtype, DTy
         const KernelConfig config{threads, 1, vec, static_cast<int>(storage), ctas};
         if (fits(config)) return config;
       }
+    }
+    // A backward whose slices fit no registers even on a cluster of 16 (fp32 N = 262144: x
+    // and dy rows of 1 MiB each) re-reads its slices from L2 on the cluster: a cluster has one
+    // row block (2 MiB) in flight at a time, so the grid's rows stay in L2, where one CTA per
+    // row re-read up to 132 of them from HBM (fp32 N = 262144: 8.7% of the copy ceiling for
+    // LayerNorm's backward, 19.3% for RMSNorm's, eighth session).
+    if (cluster_backward) {
+      const KernelConfig global{1024, 1, vec, static_cast<int>(RowStorage::global), ctas};
+      if (fits(global)) return global;
     }
   }
   // One CTA per row, in registers: about four vectors per thread, as few threads per row as

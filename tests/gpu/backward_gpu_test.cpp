@@ -128,9 +128,9 @@ TEST_CASE("backward: clusters split rows, sum partials per cluster, and match th
     return;
   }
   // Column gradients (LayerNorm's dW, dB), recomputed statistics, a learned scalar (DyT's
-  // alpha, summed over every element), prefetching, pipelined exchanges, and persistent grids
-  // of clusters that loop over more row blocks than fit at once (M = 1000). (Staged rows are
-  // refused on clusters: see config_problem.)
+  // alpha, summed over every element), slices re-read from global memory, prefetching,
+  // pipelined exchanges, and persistent grids of clusters that loop over more row blocks than
+  // fit at once (M = 1000). (Staged rows are refused on clusters: see config_problem.)
   const std::vector<tilenorm::ir::Program> programs = {
       tilenorm::backward(tilenorm::kernels::builtin_program("layer_norm")),
       tilenorm::backward(tilenorm::kernels::builtin_program("rms_norm"),
@@ -139,7 +139,7 @@ TEST_CASE("backward: clusters split rows, sum partials per cluster, and match th
   for (const auto& program : programs) {
     const tilenorm::Norm norm = backward_runtime().load(program);
     for (int ctas : {2, 4, 16}) {
-      for (int storage : {0, 3, 5}) {  // registers, prefetched, pipelined
+      for (int storage : {0, 2, 3, 5}) {  // registers, global, prefetched, pipelined
         for (auto [n, m] :
              {std::pair<std::int64_t, std::int64_t>{20000, 5}, {20000, 1000}, {65536, 5}}) {
           const tilenorm::KernelConfig config{256, 1, 8, storage, ctas};

@@ -231,8 +231,8 @@ TEST_CASE("clusters of every size split a row and give the interpreter's results
             const tilenorm::KernelSpec spec{DType::bf16, DType::bf16, n, config};
             if (tilenorm::config_problem(norm.lowered(), spec)) continue;
             const bool persistent = tilenorm::fetches_ahead(storage);
-            for (std::int64_t m : persistent && n == 20000 ? std::vector<std::int64_t>{37, 600}
-                                                           : std::vector<std::int64_t>{37}) {
+            for (std::int64_t m : persistent&& n == 20000 ? std::vector<std::int64_t>{37, 600}
+                                                          : std::vector<std::int64_t>{37}) {
               CAPTURE(name);
               CAPTURE(ctas);
               CAPTURE(config.describe());
@@ -259,7 +259,8 @@ TEST_CASE("clusters of every size split a row and give the interpreter's results
   }
   // Two rows per CTA are refused on a cluster, as are slices that leave a CTA no columns; every
   // storage ran the valid rest.
-  for (RowStorage storage : {RowStorage::registers, RowStorage::prefetched, RowStorage::pipelined}) {
+  for (RowStorage storage :
+       {RowStorage::registers, RowStorage::prefetched, RowStorage::pipelined}) {
     CAPTURE(tilenorm::row_storage_name(storage));
     CHECK(checked_by_storage[static_cast<int>(storage)] >= 10);
   }

@@ -341,7 +341,8 @@ TEST_CASE("codegen: a cluster kernel splits the row into slices and exchanges ro
     ++waits;
   CHECK(waits == 1);
   CHECK(contains(kernel.source, "constexpr int EXCHANGE_BUFFERS = 2;"));
-  CHECK(contains(kernel.source, "__shared__ float tn_exchange_slots[EXCHANGE_BUFFERS][4 * CLUSTER];"));
+  CHECK(contains(kernel.source,
+                 "__shared__ float tn_exchange_slots[EXCHANGE_BUFFERS][4 * CLUSTER];"));
   CHECK(contains(kernel.source, "tn::exchange_store(slots + 3 * CLUSTER + tn_rank, lane, acc"));
   CHECK(contains(kernel.source,
                  " = tn::combine_comoment_slots<CLUSTER, true, true>(slots + 0 * CLUSTER);"));
@@ -409,8 +410,9 @@ TEST_CASE("codegen: a pipelined cluster kernel pushes a row block before finishi
     CHECK(contains(source, "constexpr int EXCHANGE_BUFFERS = 4;"));
     // One more iteration than row blocks, the first half guarded by this block, the second
     // by the previous one.
-    CHECK(contains(source, "for (long long block = tn_cluster; (block - tn_clusters) * RPC < "
-                           "rows; block += tn_clusters) {"));
+    CHECK(contains(source,
+                   "for (long long block = tn_cluster; (block - tn_clusters) * RPC < "
+                   "rows; block += tn_clusters) {"));
     const std::size_t first_half = source.find("if (block * RPC < rows) {");
     const std::size_t push = source.find("tn::exchange_arrive(", first_half);
     const std::size_t second_half = source.find("if (block != tn_cluster) {");
@@ -615,12 +617,14 @@ TEST_CASE("codegen: config_problem names what is wrong with a configuration") {
   CHECK(tilenorm::config_problem(lowered("rms_norm"),
                                  {DType::bf16, DType::f32, 1024, config(128, 1, 8, registers)}) ==
         "vec must be a power of two with vec * element size <= 16 bytes, got 8");
-  CHECK(problem("rms_norm", DType::bf16, 1024, config(128, 1, 8, static_cast<RowStorage>(6))) ==
-        "row_storage must be 0 (registers), 1 (shared), 2 (global), 3 (prefetched), 4 (staged) or 5 "
-        "(pipelined), got 6");
-  CHECK(problem("rms_norm", DType::bf16, 1024, config(128, 1, 8, static_cast<RowStorage>(-1))) ==
-        "row_storage must be 0 (registers), 1 (shared), 2 (global), 3 (prefetched), 4 (staged) or 5 "
-        "(pipelined), got -1");
+  CHECK(
+      problem("rms_norm", DType::bf16, 1024, config(128, 1, 8, static_cast<RowStorage>(6))) ==
+      "row_storage must be 0 (registers), 1 (shared), 2 (global), 3 (prefetched), 4 (staged) or 5 "
+      "(pipelined), got 6");
+  CHECK(
+      problem("rms_norm", DType::bf16, 1024, config(128, 1, 8, static_cast<RowStorage>(-1))) ==
+      "row_storage must be 0 (registers), 1 (shared), 2 (global), 3 (prefetched), 4 (staged) or 5 "
+      "(pipelined), got -1");
   // Pipelined rows defer a cluster's exchange: no cluster, or two reduction phases (LayerNorm's
   // recomputing backward), leave nothing to defer.
   CHECK(problem("rms_norm", DType::bf16, 65536, config(256, 1, 8, RowStorage::pipelined)) ==
@@ -863,6 +867,41 @@ TEST_CASE(
   const auto backward = heuristic_spec(lowered("layer_norm_backward"), DType::bf16, 128).config;
   CHECK(backward.threads_per_row == 16);
   CHECK(backward.rows_per_cta == 16);
+}
+
+TEST_CASE("codegen: LayerNorm's forward takes clusters up to slices of 512 threads") {
+  // The co-moment (LayerNorm's one-phase variance) favours slices of 256 threads, four vectors
+  // each; where a cluster of 16 such slices is too small the slices take 512 threads (bf16 N =
+  // 262144: 52.1% of the copy ceiling against 41.6% on one CTA), and past that the row stays on
+  // one CTA (1024-thread slices measured 27.0%).
+  auto forward = [](DType dtype, std::int64_t n) {
+    return heuristic_spec(lowered("layer_norm"), dtype, n).config;
+  };
+  const KernelConfig n65536 = forward(DType::bf16, 65536);
+  CHECK(n65536.ctas_per_row == 8);
+  CHECK(n65536.threads_per_row == 256);
+  const KernelConfig n262144 = forward(DType::bf16, 262144);
+  CHECK(n262144.ctas_per_row == 16);
+  CHECK(n262144.threads_per_row == 512);
+  CHECK(static_cast<RowStorage>(n262144.row_storage) == RowStorage::prefetched);
+  CHECK(forward(DType::f32, 262144).ctas_per_row == 1);
+}
+
+TEST_CASE("codegen: a backward too long for registers on any cluster re-reads slices on one") {
+  // fp32 N = 262144: x and dy slices of 1024 threads x 4 vectors do not fit the registers of a
+  // 1024-thread CTA, so the cluster's CTAs re-read their slices (from L2, one row block per
+  // cluster at a time) instead of one CTA per row streaming whole rows again from HBM.
+  for (const char* name : {"rms_norm_backward", "layer_norm_backward_recompute"}) {
+    CAPTURE(name);
+    const KernelConfig config = heuristic_spec(lowered(name), DType::f32, 262144).config;
+    CHECK(config.ctas_per_row == 16);
+    CHECK(config.threads_per_row == 1024);
+    CHECK(static_cast<RowStorage>(config.row_storage) == RowStorage::global);
+  }
+  // Where registers fit, a cluster keeps them.
+  CHECK(static_cast<RowStorage>(
+            heuristic_spec(lowered("rms_norm_backward"), DType::f32, 131072).config.row_storage) ==
+        RowStorage::prefetched);
 }
 
 TEST_CASE("codegen: the heuristic keeps rows in registers, then shared memory, then global") {
