@@ -131,9 +131,7 @@ std::optional<PrunedCandidate> prune(const Context& context, const KernelConfig&
   const bool cluster_rereads = config.ctas_per_row > 1 && config.threads_per_row == 1024 &&
                                static_cast<RowStorage>(config.row_storage) == RowStorage::global &&
                                plan_kernels(context.program).persistent &&
-                               config_problem(context.program, in_registers_twin)
-                                       .value_or("")
-                                       .find("does not fit in registers") != std::string::npos;
+                               !rows_fit_registers(context.program, in_registers_twin);
   if (config.ctas_per_row > 1 && !cluster_rereads &&
       (!rows_in_registers(static_cast<RowStorage>(config.row_storage)) ||
        config.rows_per_cta > 1)) {

@@ -291,6 +291,13 @@ std::int64_t held_registers(const LoweredProgram& lp, const KernelSpec& spec) {
   return partial_registers + raw_registers + peel_registers;
 }
 
+// The registers per thread the held rows may take: what 64K registers leave each thread of
+// the CTA (at most 255), less 40 for the passes' working values.
+std::int64_t register_budget(const KernelSpec& spec) {
+  const std::int64_t threads = std::int64_t{spec.config.threads_per_row} * spec.config.rows_per_cta;
+  return std::min<std::int64_t>(255, 65536 / threads) - 40;
+}
+
 // One row input's staging slots for RowStorage::staged: every thread's own chunks, laid out
 // chunk-major so that a warp's copies are contiguous; rounded to 16 bytes so that the next
 // input's slots stay aligned.
@@ -793,13 +800,7 @@ class Emitter {
          << ") * RPC < rows; block += " << block_count_ << ") {\n"
          << "  if (block * RPC < rows) {  // this row block, up to pushing its totals\n";
     emit_row_start("block", /*outputs=*/false);
-    out_ << "#pragma unroll\n  for (int it = 0; it < ITERS; ++it) {\n";
-    for (std::size_t i = 0; i < p_.slots.size(); ++i) {
-      const ir::Slot& s = p_.slots[i];
-      if (s.role == ir::Role::read && s.shape == Shape::tile)
-        out_ << "    in" << i << "_fresh[it] = in" << i << "_next[it];\n";
-    }
-    out_ << "  }\n";
+    emit_raw_copy("_fresh", "_next");
     emit_fetch("block + " + block_count_);
     raw_suffix_ = "_fresh";
     emit_row_scalars(-1);
@@ -818,14 +819,21 @@ class Emitter {
     emit_row_scalars(0);
     emit_pass(-1);
     emit_row_end();
-    out_ << "  }\n#pragma unroll\n  for (int it = 0; it < ITERS; ++it) {\n";
+    out_ << "  }\n";
+    emit_raw_copy("_held", "_fresh");
+    out_ << "  }\n";
+    raw_suffix_ = "_raw";
+  }
+
+  // Copies every row input's raw chunks from in<i><from> to in<i><to>.
+  void emit_raw_copy(const std::string& to, const std::string& from) {
+    out_ << "#pragma unroll\n  for (int it = 0; it < ITERS; ++it) {\n";
     for (std::size_t i = 0; i < p_.slots.size(); ++i) {
       const ir::Slot& s = p_.slots[i];
       if (s.role == ir::Role::read && s.shape == Shape::tile)
-        out_ << "    in" << i << "_held[it] = in" << i << "_fresh[it];\n";
+        out_ << "    in" << i << to << "[it] = in" << i << from << "[it];\n";
     }
-    out_ << "  }\n  }\n";
-    raw_suffix_ = "_raw";
+    out_ << "  }\n";
   }
 
   // Peeled rows: how many elements this row starts past a VEC-aligned address. Every row
@@ -1507,16 +1515,16 @@ std::optional<std::string> config_problem(const LoweredProgram& lp, const Kernel
            std::to_string(g.chunks) + " vectors per row at threads_per_row " +
            std::to_string(c.threads_per_row) + ": the last CTA of a cluster would get no columns";
   }
-  if (rows_in_registers(storage)) {
-    const std::int64_t held = held_registers(lp, spec);
-    const std::int64_t budget = std::min<std::int64_t>(255, 65536 / threads) - 40;
-    if (held > budget) {
-      return "the row does not fit in registers (" + std::to_string(held) +
-             " values per thread, budget " + std::to_string(std::max<std::int64_t>(budget, 0)) +
-             ")";
-    }
+  if (rows_in_registers(storage) && !rows_fit_registers(lp, spec)) {
+    return "the row does not fit in registers (" + std::to_string(held_registers(lp, spec)) +
+           " values per thread, budget " +
+           std::to_string(std::max<std::int64_t>(register_budget(spec), 0)) + ")";
   }
   return std::nullopt;
+}
+
+bool rows_fit_registers(const LoweredProgram& lp, const KernelSpec& spec) {
+  return held_registers(lp, spec) <= register_budget(spec);
 }
 
 GeneratedKernel generate_cuda(const LoweredProgram& program, const KernelSpec& spec) {

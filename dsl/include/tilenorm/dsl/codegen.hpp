@@ -85,6 +85,10 @@ std::size_t dynamic_shared_memory_bytes(const LoweredProgram& program, const Ker
 // its rows in registers keeps raw.
 std::int64_t row_input_bytes(const LoweredProgram& program, DType io_dtype, DType param_dtype);
 
+// Whether the rows `spec` holds in registers (as its row storage keeps them: once, or twice or
+// three times when fetching ahead) fit the per-thread register budget.
+bool rows_fit_registers(const LoweredProgram& program, const KernelSpec& spec);
+
 // Why `spec` cannot be generated for `program`, or nothing when it can.
 std::optional<std::string> config_problem(const LoweredProgram& program, const KernelSpec& spec);
 
