@@ -788,9 +788,11 @@ class Emitter {
 
   // Pipelined rows (a cluster, one reduction phase). Iteration b runs row block b's first
   // pass up to pushing its totals to the cluster, then finishes row block b - stride, whose
-  // exchange has been in flight meanwhile: the wait that stalled every CTA once per row now
-  // overlaps a pass. Row blocks move from in_next (loads in flight) to in_fresh (being pushed)
-  // to in_held (being finished); one iteration past the last row block finishes it.
+  // exchange has been in flight meanwhile, so the wait overlaps a pass. Row blocks move from
+  // in_next (loads in flight) to in_fresh (being pushed) to in_held (being finished); one
+  // iteration past the last row block finishes it. The third set of row registers costs
+  // occupancy: it measured slower than prefetched in every forward and faster only in small-M
+  // backwards (docs/performance.md, eighth session), so only the tuner picks it.
   void emit_pipelined_row_loop() {
     const std::vector<NodeId>& phase = lp_.reduction_phases.front();
     const std::vector<NodeId> reductions = accumulated(g_, phase);
