@@ -98,13 +98,16 @@ DTypeChoice parse_dtype_choice(std::string_view flag, std::string_view text) {
 }
 
 RowStorage parse_row_storage(std::string_view flag, std::string_view text) {
-  for (RowStorage storage : {RowStorage::registers, RowStorage::shared, RowStorage::global,
-                             RowStorage::prefetched, RowStorage::staged, RowStorage::pipelined}) {
+  std::string names;
+  for (int value = 0; value < kRowStorageCount; ++value) {
+    const auto storage = static_cast<RowStorage>(value);
     if (row_storage_name(storage) == text) return storage;
+    names += std::string(value == 0                      ? ""
+                         : value + 1 == kRowStorageCount ? " or "
+                                                         : ", ") +
+             std::string(row_storage_name(storage));
   }
-  throw UsageError(std::string(flag) +
-                   " must be registers, shared, global, prefetched, staged or pipelined, got " +
-                   quoted(text));
+  throw UsageError(std::string(flag) + " must be " + names + ", got " + quoted(text));
 }
 
 std::string parse_kernel_name(std::string_view flag, std::string_view text) {

@@ -34,9 +34,9 @@ std::vector<int> domain_for_field(const std::string& field, DType io_dtype, DTyp
   if (field == "vec") return powers_of_two(1, widest_vec(io_dtype, param_dtype));
   if (field == "ctas_per_row") return powers_of_two(1, 16);
   if (field == "row_storage") {
-    return {static_cast<int>(RowStorage::registers), static_cast<int>(RowStorage::shared),
-            static_cast<int>(RowStorage::global),    static_cast<int>(RowStorage::prefetched),
-            static_cast<int>(RowStorage::staged),    static_cast<int>(RowStorage::pipelined)};
+    std::vector<int> storages(kRowStorageCount);
+    for (int storage = 0; storage < kRowStorageCount; ++storage) storages[storage] = storage;
+    return storages;
   }
   throw Error("KernelConfig field '" + field +
               "' has no autotuning domain: add one to domain_for_field() in "
@@ -80,6 +80,12 @@ struct Context {
 
 std::int64_t ceil_div(std::int64_t a, std::int64_t b) {
   return (a + b - 1) / b;
+}
+
+// `spec` with its rows kept in `storage` instead.
+KernelSpec with_storage(KernelSpec spec, RowStorage storage) {
+  spec.config.row_storage = static_cast<int>(storage);
+  return spec;
 }
 
 std::optional<PrunedCandidate> prune(const Context& context, const KernelConfig& config) {
@@ -126,26 +132,22 @@ std::optional<PrunedCandidate> prune(const Context& context, const KernelConfig&
   // A cluster exists to keep a long row on chip: its slices stay in registers, one row each;
   // where they cannot (a backward's slices too large for registers at 1024 threads), they are
   // re-read from global memory, so that a cluster's rows stay in L2 (see the heuristic).
-  KernelSpec in_registers_twin = spec;
-  in_registers_twin.config.row_storage = static_cast<int>(RowStorage::registers);
-  const bool cluster_rereads = config.ctas_per_row > 1 && config.threads_per_row == 1024 &&
-                               static_cast<RowStorage>(config.row_storage) == RowStorage::global &&
-                               plan_kernels(context.program).persistent &&
-                               !rows_fit_registers(context.program, in_registers_twin);
+  const bool persistent = plan_kernels(context.program).persistent;
+  const auto storage = static_cast<RowStorage>(config.row_storage);
+  const bool cluster_rereads =
+      config.ctas_per_row > 1 && config.threads_per_row == 1024 && storage == RowStorage::global &&
+      persistent && !rows_fit_registers(context.program, with_storage(spec, RowStorage::registers));
   if (config.ctas_per_row > 1 && !cluster_rereads &&
-      (!rows_in_registers(static_cast<RowStorage>(config.row_storage)) ||
-       config.rows_per_cta > 1)) {
+      (!rows_in_registers(storage) || config.rows_per_cta > 1)) {
     return pruned(PruneRule::needless_cluster,
                   "a cluster of " + std::to_string(config.ctas_per_row) +
                       " CTAs keeps one row per CTA in registers, not " +
                       std::to_string(config.rows_per_cta) + " rows in " +
-                      std::string(row_storage_name(static_cast<RowStorage>(config.row_storage))) +
-                      " storage");
+                      std::string(row_storage_name(storage)) + " storage");
   }
   // Pipelined slices are searched where clusters have won, rows from 4096 vectors (H200,
   // 2026-11-30: below that one CTA per row won every shape), to keep the space in budget.
-  if (static_cast<RowStorage>(config.row_storage) == RowStorage::pipelined &&
-      vectors_per_row < kPipelinedMinRowVectors) {
+  if (storage == RowStorage::pipelined && vectors_per_row < kPipelinedMinRowVectors) {
     return pruned(PruneRule::needless_cluster, "pipelined slices are searched from rows of " +
                                                    std::to_string(kPipelinedMinRowVectors) +
                                                    " vectors, not " +
@@ -155,18 +157,14 @@ std::optional<PrunedCandidate> prune(const Context& context, const KernelConfig&
   // a pipelined twin is valid (one reduction phase) they are not searched (H200, bf16,
   // 2026-11-30: forwards on clusters in registers measured 14-17 points below prefetched at N =
   // 65536-262144; a backward's were within a point of it, so those stay).
-  if (config.ctas_per_row > 1 && !plan_kernels(context.program).persistent &&
-      static_cast<RowStorage>(config.row_storage) == RowStorage::registers) {
-    KernelSpec pipelined = spec;
-    pipelined.config.row_storage = static_cast<int>(RowStorage::pipelined);
-    if (!config_problem(context.program, pipelined)) {
+  if (config.ctas_per_row > 1 && !persistent && storage == RowStorage::registers) {
+    if (!config_problem(context.program, with_storage(spec, RowStorage::pipelined))) {
       return pruned(PruneRule::dominated_storage,
                     "a cluster's slices in registers wait out every exchange; pipelined, valid "
                     "here, overlaps it with the next row block");
     }
   }
-  if (fetches_ahead(static_cast<RowStorage>(config.row_storage)) && config.ctas_per_row == 1 &&
-      !plan_kernels(context.program).persistent) {
+  if (fetches_ahead(storage) && config.ctas_per_row == 1 && !persistent) {
     return pruned(PruneRule::forward_prefetch,
                   "without sums across rows, fetching ahead (prefetched or staged, a persistent "
                   "grid) is searched only with a cluster, where it hides the cluster's barriers");
@@ -178,9 +176,8 @@ std::optional<PrunedCandidate> prune(const Context& context, const KernelConfig&
   // prefetch or stay in registers) are not searched.
   const std::int64_t values_per_thread =
       ceil_div(vectors_per_row, std::int64_t{config.threads_per_row}) * config.vec;
-  if (static_cast<RowStorage>(config.row_storage) == RowStorage::staged &&
-      (!plan_kernels(context.program).persistent || values_per_thread <= kPrefetchValues ||
-       config.threads_per_row < kStagedRowThreads)) {
+  if (storage == RowStorage::staged && (!persistent || values_per_thread <= kPrefetchValues ||
+                                        config.threads_per_row < kStagedRowThreads)) {
     return pruned(PruneRule::staged_scope,
                   "staged rows are searched only in backwards (sums across rows) of one CTA per "
                   "row, at least " +
@@ -231,19 +228,17 @@ std::optional<PrunedCandidate> prune(const Context& context, const KernelConfig&
                       std::to_string(threads) +
                       "-thread CTA; past 256 threads more rows per CTA only coarsen scheduling");
   }
-  if (!rows_in_registers(static_cast<RowStorage>(config.row_storage))) {
-    KernelSpec in_registers = spec;
-    in_registers.config.row_storage = static_cast<int>(RowStorage::registers);
+  if (!rows_in_registers(storage)) {
     std::int64_t row_inputs = 0;
     for (const ir::Slot& slot : context.program.program.slots)
       row_inputs += slot.role == ir::Role::read && slot.shape == ir::Shape::tile;
     const std::int64_t values = vectors_per_thread * config.vec * row_inputs;
-    if (values <= kRegisterDominanceValues && !config_problem(context.program, in_registers)) {
+    if (values <= kRegisterDominanceValues &&
+        !config_problem(context.program, with_storage(spec, RowStorage::registers))) {
       return pruned(PruneRule::dominated_storage,
                     "the row fits registers with " + std::to_string(values) +
                         " values per thread, which beats " +
-                        std::string(row_storage_name(static_cast<RowStorage>(config.row_storage))) +
-                        " storage");
+                        std::string(row_storage_name(storage)) + " storage");
     }
   }
   return std::nullopt;

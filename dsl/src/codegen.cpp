@@ -426,8 +426,10 @@ class Emitter {
            (peel() ? " - tn_shift" : "");
   }
   bool peel() const { return spec_.peel_rows; }
-  // Whether every thread's chunks lie inside the row: no peeling, and the chunks of all
-  // threads (of every CTA of a cluster) tile N exactly. The chunk tests are then left out.
+  // Whether the chunks of all threads (of every CTA of a cluster) tile N exactly, with no
+  // peeling: every chunk lies inside the row, so the chunk tests are left out, and every thread
+  // holds the same number of columns, so co-moment states combine with equal counts (no
+  // division).
   bool covers_row_exactly() const {
     const std::int64_t threads =
         std::int64_t{spec_.config.threads_per_row} * std::max(1, spec_.config.ctas_per_row);
@@ -941,7 +943,7 @@ class Emitter {
       if (is_comoment(r)) {
         out_ << "  tn::Comoment acc" << r << " = tn::comoment_identity();\n"
              << "  float cm" << r << "_sum_a = 0.0f, cm" << r << "_sum_b = 0.0f"
-             << (uniform_counts() ? "" : ", cm" + std::to_string(r) + "_n = 0.0f") << ";\n";
+             << (covers_row_exactly() ? "" : ", cm" + std::to_string(r) + "_n = 0.0f") << ";\n";
       } else {
         out_ << "  float acc" << r << " = tn::identity<" << reduce_op_constant(g_.node(r).op)
              << ">();\n";
@@ -965,7 +967,7 @@ class Emitter {
         const std::string c = "cm" + std::to_string(r);
         out_ << "        " << mask << "{\n          " << c << "_sum_a += " << ref(n.args[0])
              << ";\n          " << c << "_sum_b += " << ref(n.args[1]) << ";\n"
-             << (uniform_counts() ? "" : "          " + c + "_n += 1.0f;\n") << "        }\n";
+             << (covers_row_exactly() ? "" : "          " + c + "_n += 1.0f;\n") << "        }\n";
         continue;
       }
       out_ << "        " << mask << "acc" << r << " = tn::combine<" << reduce_op_constant(n.op)
@@ -1004,16 +1006,10 @@ class Emitter {
     return peel() ? "if (c0 + v >= 0 && c0 + v < N) " : ragged ? "if (c0 + v < N) " : "";
   }
 
-  // Whether every thread of a row holds the same number of its columns (whole chunks, no
-  // peeling): then co-moment states always combine with equal counts, which needs no division.
-  bool uniform_counts() const {
-    return !peel() && spec_.n == geo_.iters * spec_.config.threads_per_row * spec_.config.vec *
-                                     std::max(1, spec_.config.ctas_per_row);
-  }
-  // The prelude's template flags for combining co-moment r's states: Equal (uniform counts)
-  // and Same (a variance: one operand twice).
+  // The prelude's template flags for combining co-moment r's states: Equal (every thread
+  // holds the same number of columns) and Same (a variance: one operand twice).
   std::string comoment_flags(NodeId r) const {
-    return std::string(uniform_counts() ? "true" : "false") + ", " +
+    return std::string(covers_row_exactly() ? "true" : "false") + ", " +
            (is_variance(r) ? "true" : "false");
   }
   bool is_variance(NodeId r) const { return g_.node(r).args[0] == g_.node(r).args[1]; }
@@ -1078,7 +1074,7 @@ class Emitter {
           out_ << "tn::group_allreduce<tn::kSum, " << width << ">(" << c << "_sum_" << side
                << ") * (1.0f / static_cast<float>(N));\n";
         }
-      } else if (uniform_counts()) {
+      } else if (covers_row_exactly()) {
         out_ << "  " << acc << ".n = static_cast<float>(ITERS * VEC);\n";
         for (const char* side : {"a", "b"}) {
           out_ << "  " << acc << ".avg_" << side << " = " << c << "_sum_" << side
@@ -1189,9 +1185,10 @@ class Emitter {
       out_ << "  }\n";
     }
     if (clustered_) {
-      codegen_sm90::emit_exchange_push(out_, cluster_reductions(reductions));
+      const auto exchanged = cluster_reductions(reductions);
+      codegen_sm90::emit_exchange_push(out_, exchanged);
       if (defer_exchange_) return;  // a pipelined kernel combines it one row block later
-      codegen_sm90::emit_exchange_combine(out_, cluster_reductions(reductions));
+      codegen_sm90::emit_exchange_combine(out_, exchanged);
     }
     emit_reduction_values(phase);
   }
@@ -1201,7 +1198,7 @@ class Emitter {
     std::vector<codegen_sm90::ClusterReduction> combined;
     for (NodeId r : reductions) {
       combined.push_back({"acc" + std::to_string(r), reduce_op_constant(g_.node(r).op),
-                          is_comoment(r), uniform_counts(), is_comoment(r) && is_variance(r)});
+                          is_comoment(r), covers_row_exactly(), is_comoment(r) && is_variance(r)});
     }
     return combined;
   }

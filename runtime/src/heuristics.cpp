@@ -142,10 +142,10 @@ KernelConfig heuristic_config(const LoweredProgram& program, DType io_dtype, DTy
   //   RMSNorm N = 32768 on 4 x 256 threads 68.5% of the copy ceiling, 62.3% with the earlier
   //   two vectors per thread in registers; N = 65536 on 8 x 256 64.8% against 58.9%; recomputing
   //   LayerNorm N = 65536 40.3% against 35.6%);
-  // - a forward with one reduction phase (RMSNorm) past kForwardClusterRowVectors: slices of
-  //   at most 2 * kClusterSliceVectors (N = 65536: 80.9% against 70.5% for one CTA per row).
-  //   Two-phase forwards (LayerNorm) stay on one CTA per row, which measured faster (59.6%
-  //   against 55.1%).
+  // - a forward with one reduction phase past kForwardClusterRowVectors: slices of at most
+  //   2 * kClusterSliceVectors (RMSNorm N = 65536: 80.9% against 70.5% for one CTA per row), or
+  //   kClusterSliceVectors for a co-moment (below). Forwards with two reduction phases stay on
+  //   one CTA per row (LayerNorm before its co-moment: 59.6% against 55.1% on a cluster).
   const bool single_phase = program.reduction_phases.size() <= 1;
   // A co-moment (LayerNorm's variance) combines four floats per state where a sum combines
   // one: like a second phase, it favours fewer threads per row (H200, bf16, M = 2^26 / N,
