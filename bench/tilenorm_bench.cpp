@@ -120,6 +120,7 @@ struct Options {
   bool decode = false;
   std::string json_path;
   bool use_tuning_database = true;
+  bool fold_partials = true;
 
   std::int64_t stride_for(const Shape& shape) const { return row_stride ? row_stride : shape.n; }
 };
@@ -192,11 +193,16 @@ Options parse_options(const std::vector<std::string>& args) {
   cli::add_value(app, "--json", json, "also write the results as JSON to PATH", "PATH");
   app.add_flag("--no-tuning-db", no_tuning_db,
                "use the heuristic configuration only, ignoring tuning databases");
+  bool no_fold = false;
+  app.add_flag("--no-fold", no_fold,
+               "one partial row of column sums per CTA: no folding across clusters "
+               "(RuntimeOptions::fold_partials)");
   cli::parse(app, args);
 
   Options options;
   options.decode = decode;
   options.use_tuning_database = !no_tuning_db;
+  options.fold_partials = !no_fold;
   options.json_path = json;
   try {
     options.dtype = tn::parse_dtype(dtype);
@@ -483,6 +489,7 @@ struct ShapeResult {
   std::int64_t row_stride = 0;
   double bytes = 0;  // row tensors read + written (x, y; or x, dy, dx), M * N elements each
   int buffer_sets = 0;
+  std::size_t workspace_bytes = 0;  // the partial sums of a backward (not in `bytes`)
   std::optional<tn::ResolvedConfig> resolved;
   Timed timed;
   double tbps = 0;
@@ -538,6 +545,7 @@ class RowBench {
       const std::vector<std::vector<tn::Arg>> args = make_args();
       result_.resolved = norm_.resolve(args[0]);
       const std::size_t workspace_bytes = norm_.workspace_bytes(args[0]);
+      result_.workspace_bytes = workspace_bytes;
       driver::DeviceBuffer workspace_buffer(std::max<std::size_t>(workspace_bytes, 16));
       const tn::Workspace workspace{reinterpret_cast<void*>(workspace_buffer.get()),
                                     workspace_bytes};
@@ -805,7 +813,8 @@ void print_header(const driver::DeviceInfo& info, const Options& options,
             << " shapes"
             << (options.row_stride ? ", row stride " + std::to_string(options.row_stride) : "")
             << ", " << timing_name(options.timing) << " timing, median of " << options.repeats
-            << " samples, tuning database " << (options.use_tuning_database ? "on" : "off") << "\n"
+            << " samples, tuning database " << (options.use_tuning_database ? "on" : "off")
+            << ", partial sums " << (options.fold_partials ? "folded" : "not folded") << "\n"
             << std::fixed << std::setprecision(2) << "copy ceiling: " << ceiling.tbps
             << " TB/s (cuMemcpyDtoDAsync of 2 GiB, " << std::setprecision(1) << ceiling.median_us
             << " us median, bytes read + written)\n\n"
@@ -829,6 +838,10 @@ void print_row(const ShapeResult& row, const CopyCeiling& ceiling) {
   if (row.resolved) {
     std::cout << "  " << row.resolved->config.describe() << " ("
               << tn::config_source_name(row.resolved->source) << ")";
+  }
+  if (row.workspace_bytes > 0) {
+    std::cout << std::setprecision(2) << ", workspace "
+              << static_cast<double>(row.workspace_bytes) / (1 << 20) << " MiB";
   }
   std::cout << std::endl;
   if (!row.error.empty()) {
@@ -877,6 +890,7 @@ nlohmann::json to_json(const ShapeResult& row, const CopyCeiling& ceiling, Timin
                         {"row_stride", row.row_stride},
                         {"bytes", row.bytes},
                         {"buffer_sets", row.buffer_sets},
+                        {"workspace_bytes", row.workspace_bytes},
                         {"timing", timing_name(timing)}};
   if (row.resolved) {
     out["config"] = tn::reflect::to_json(row.resolved->config);
@@ -928,6 +942,7 @@ void write_json(const std::string& path, const driver::DeviceInfo& info, const O
       {"timing", timing_name(options.timing)},
       {"decode", options.decode},
       {"tuning_database", options.use_tuning_database},
+      {"fold_partials", options.fold_partials},
       {"copy_ceiling",
        {{"method", "cuMemcpyDtoDAsync"},
         {"bytes", ceiling.bytes},
@@ -957,7 +972,9 @@ int run(const Options& options) {
   const CopyCeiling ceiling = measure_copy_ceiling();
   print_header(info, options, ceiling);
 
-  tn::Runtime runtime({.device = 0, .use_tuning_database = options.use_tuning_database});
+  tn::Runtime runtime({.device = 0,
+                       .use_tuning_database = options.use_tuning_database,
+                       .fold_partials = options.fold_partials});
   std::int64_t max_elements = 0;
   for (const Shape& shape : options.shapes)
     max_elements = std::max(max_elements, shape.m * shape.n);

@@ -473,4 +473,21 @@ __device__ __forceinline__ Comoment combine_comoment_partials(const float* parti
       [&](int i) { return load_comoment(partials + i * stride, 1); });
 }
 
+// Folding column partial sums (the fold_* functions). On sm_90 and later, tilenorm_prelude_sm90.cuh
+// defines them over the CTAs of a thread-block cluster; before sm_90 a CTA folds alone.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+__device__ __forceinline__ unsigned fold_ctas() {
+  return 1;
+}
+__device__ __forceinline__ unsigned fold_rank() {
+  return 0;
+}
+__device__ __forceinline__ void fold_sync() {
+  __syncthreads();
+}
+__device__ __forceinline__ float fold_load(const float* slot, unsigned) {
+  return *slot;
+}
+#endif
+
 }  // namespace tn

@@ -97,4 +97,24 @@ __device__ __forceinline__ Comoment combine_comoment_slots(const float* slots) {
       [&](int rank) { return load_comoment(slots + rank, Count); });
 }
 
+// Folding column partial sums: the CTAs of a cluster (one, when launched without clusters)
+// add their partial sums in distributed shared memory, so that a cluster leaves one partial row
+// in the workspace instead of one per CTA.
+__device__ __forceinline__ unsigned fold_ctas() {
+  return cluster_ctas();
+}
+__device__ __forceinline__ unsigned fold_rank() {
+  return cluster_rank();
+}
+// Every CTA of the cluster has written its partial sums (release), and sees its peers' (acquire).
+__device__ __forceinline__ void fold_sync() {
+  cluster_sync();
+}
+// `slot` (a location in this CTA's shared memory) as CTA `rank` holds it.
+__device__ __forceinline__ float fold_load(const float* slot, unsigned rank) {
+  float value;
+  asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(value) : "r"(peer_address(slot, rank)));
+  return value;
+}
+
 }  // namespace tn

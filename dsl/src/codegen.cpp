@@ -367,6 +367,14 @@ class Emitter {
     combine_ = plan_.needs_finish() && spec.config.rows_per_cta > 1 &&
                (shared_partials_ || plan_.column_partials == 0 ||
                 spec.config.rows_per_cta * spec.n <= kCombineFloats);
+    // Column partial sums in shared memory (there already, or moved there to combine the row
+    // groups, or to fold a one-row CTA's) can be folded across a cluster; see
+    // GeneratedKernel::folds_partials. Scalar partials are not folded, so programs with them
+    // keep one partial row per CTA.
+    folds_ = plan_.needs_finish() && !clustered_ && plan_.column_partials > 0 &&
+             plan_.scalar_partials == 0 &&
+             (shared_partials_ || spec.config.rows_per_cta * spec.n <= kCombineFloats);
+    combine_ = combine_ || folds_;
   }
 
   GeneratedKernel run() {
@@ -378,9 +386,15 @@ class Emitter {
     k.plan = plan_;
     k.partials_per_cta = combine_ ? 1 : spec_.config.rows_per_cta;
     k.ctas_per_row = spec_.config.ctas_per_row;
+    k.folds_partials = folds_;
     k.persistent = persistent_kernel(lp_, spec_);
     out_ << device_prelude() << "\n";
     if (clustered_) out_ << device_prelude_sm90() << "\n";
+    // Only the fold needs the sm_90 prelude here; older targets take the generic fold.
+    if (folds_) {
+      out_ << "#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900\n"
+           << device_prelude_sm90() << "#endif\n\n";
+    }
     emit_header(k);
     emit_prologue();
     emit_row_loop();
@@ -1248,11 +1262,15 @@ class Emitter {
   }
 
   // Each CTA leaves its partial sums in the workspace: combined over its row groups in shared
-  // memory when that fits, else one partial row per row group.
+  // memory when that fits, else one partial row per row group; or folded across its cluster.
   void emit_partials() {
     if (plan_.column_partials + plan_.scalar_partials == 0) return;
     out_ << "  // Partial sums of the cross-row reductions.\n"
          << "  const long long tn_columns_floats = tn_partial_rows * N;\n";
+    if (folds_) {
+      emit_folded_partials();
+      return;
+    }
     if (combine_ && !shared_partials_ && plan_.column_partials > 0)
       out_ << "  __shared__ float tn_combine[RPC * N];\n";
     if (combine_ && plan_.scalar_partials > 0)
@@ -1315,6 +1333,70 @@ class Emitter {
         out_ << "  }\n";
         ++scalar;
       }
+    }
+  }
+
+  // The fold (folds_partials): once every CTA of the cluster has its column partial sums in
+  // shared memory, each CTA takes a share of the columns, adds them over the cluster's CTAs in
+  // rank order and over the row groups, and writes that share of the cluster's partial row.
+  void emit_folded_partials() {
+    out_ << "  const unsigned tn_fold = tn::fold_ctas();\n"
+         << "  const unsigned tn_fold_rank = tn::fold_rank();\n"
+         << "  const long long tn_partial_row = blockIdx.x / tn_fold;  // clusters are 1-D along "
+            "x\n";
+    auto store = [&](int column, const std::string& total) {
+      return "tn_workspace[" + std::to_string(column) +
+             " * tn_columns_floats + tn_partial_row * N + c] = " + total + ";\n";
+    };
+    if (shared_partials_) {
+      // Slot i of a row group is (it, v, lane), lane fastest: a warp reads 32 consecutive floats.
+      out_ << "  tn::fold_sync();  // every CTA's partial sums are complete\n"
+           << "  {\n    constexpr int SLOTS = ITERS * VEC * TPR;  // per row group and reduction\n"
+           << "    const int share = (SLOTS + tn_fold - 1) / tn_fold;\n"
+           << "    const int last = min(SLOTS, static_cast<int>(tn_fold_rank + 1) * share);\n"
+           << "    for (int i = tn_fold_rank * share + threadIdx.x; i < last; i += THREADS) {\n"
+           << "      const int it = i / (VEC * TPR), v = i / TPR % VEC, slot_lane = i % TPR;\n"
+           << "      const int c = (it * TPR + slot_lane) * VEC + v;\n"
+           << (covers_row_exactly() ? "" : "      if (c >= N) continue;\n")
+           << "      const float* slot = tn_xs + (it * VEC + v) * THREADS + slot_lane;\n";
+      for (int k = 0; k < plan_.column_partials; ++k)
+        out_ << "      float total" << k << " = 0.0f;\n";
+      out_ << "      for (unsigned q = 0; q < tn_fold; ++q) {\n"
+           << "#pragma unroll\n        for (int g = 0; g < RPC; ++g) {\n";
+      for (int k = 0; k < plan_.column_partials; ++k) {
+        out_ << "          total" << k << " += tn::fold_load(slot + " << k
+             << " * ITERS * VEC * THREADS + g * TPR, q);\n";
+      }
+      out_ << "        }\n      }\n";
+      for (int k = 0; k < plan_.column_partials; ++k)
+        out_ << "      " << store(k, "total" + std::to_string(k));
+      out_ << "    }\n  }\n"
+           << "  tn::fold_sync();  // no CTA exits while a peer reads its partial sums\n";
+      return;
+    }
+    // Register sums go through shared memory one reduction at a time.
+    out_ << "  __shared__ float tn_combine[RPC * N];\n"
+         << "  const int tn_share = (N + tn_fold - 1) / tn_fold;\n"
+         << "  const int tn_last = min(N, static_cast<int>(tn_fold_rank + 1) * tn_share);\n";
+    int column = 0;
+    for (NodeId r : lp_.cross_row_reductions) {
+      out_ << "  {\n#pragma unroll\n    for (int it = 0; it < ITERS; ++it) {\n"
+           << "      const int c0 = " << chunk_column() << ";\n"
+           << "#pragma unroll\n      for (int v = 0; v < VEC; ++v)\n"
+           << "        if (c0 + v < N) tn_combine[row_in_cta * N + c0 + v] = xacc" << r
+           << "[it][v];\n    }\n"
+           << "    tn::fold_sync();  // every CTA's partial sums are complete\n"
+           << "    for (int c = tn_fold_rank * tn_share + threadIdx.x; c < tn_last; c += TPR * "
+              "RPC) {\n"
+           << "      float total = 0.0f;\n"
+           << "      for (unsigned q = 0; q < tn_fold; ++q) {\n"
+           << "#pragma unroll\n        for (int g = 0; g < RPC; ++g) total += "
+              "tn::fold_load(tn_combine + g * N + c, q);\n      }\n"
+           << "      " << store(column, "total") << "    }\n"
+           << "    tn::fold_sync();  // peers have read tn_combine before it changes or the CTA "
+              "exits\n"
+           << "  }\n";
+      ++column;
     }
   }
 
@@ -1418,6 +1500,7 @@ class Emitter {
   RowStorage storage_;
   KernelPlan plan_;
   bool combine_ = false;
+  bool folds_ = false;            // column partial sums folded across a cluster (folds_partials)
   bool shared_partials_ = false;  // column partial sums in shared memory, not registers
   bool column_stash_ = false;     // column parameters copied to shared memory once per CTA
   bool clustered_ = false;        // a cluster of CTAs splits each row

@@ -197,7 +197,12 @@ CheckReport check_against_interpreter(const Norm& norm, const CheckOptions& o) {
   driver::DeviceBuffer workspace;
   const std::size_t workspace_bytes =
       o.config ? norm.workspace_bytes(args, *o.config) : norm.workspace_bytes(args);
-  if (workspace_bytes > 0) workspace = driver::DeviceBuffer(workspace_bytes);
+  if (workspace_bytes > 0) {
+    workspace = driver::DeviceBuffer(workspace_bytes);
+    // NaN in every partial sum the main kernel fails to write reaches an output.
+    workspace.fill_bytes(0xff);
+  }
+  report.workspace_bytes = workspace_bytes;
   const Workspace ws{reinterpret_cast<void*>(workspace.get()), workspace_bytes};
   driver::Stream stream;
   if (o.config) {

@@ -132,6 +132,7 @@ struct LoadedKernel {
   GeneratedKernel generated;
   ResolvedConfig resolved;
   int max_grid = 0;  // persistent kernels: row blocks (CTAs or clusters) resident at once
+  int fold = 1;      // CTAs per cluster that fold their column partial sums (folds_partials)
 };
 
 std::optional<DiskCache> open_disk_cache() {
@@ -527,7 +528,10 @@ struct Norm::State {
     if (loaded.generated.params.size() > kMaxKernelParams)
       fail("has more than 64 kernel parameters");
     loaded.function = runtime->load(loaded.generated, &loaded.finish);
-    if (loaded.generated.persistent) loaded.max_grid = resident_row_blocks(loaded);
+    if (loaded.generated.persistent) {
+      loaded.max_grid = resident_row_blocks(loaded);
+      loaded.fold = fold_for(loaded);
+    }
     return kernels.emplace(key, std::move(loaded)).first->second;
   }
 
@@ -536,20 +540,44 @@ struct Norm::State {
   // CTAs per SM times SMs.
   int resident_row_blocks(const LoadedKernel& k) const {
     const GeneratedKernel& g = k.generated;
-    driver::ScopedContext scope(runtime->context);
     if (g.ctas_per_row == 1) {
+      driver::ScopedContext scope(runtime->context);
       int per_sm = 0;
       driver::check(driver::api().cuOccupancyMaxActiveBlocksPerMultiprocessor(
                         &per_sm, k.function, g.threads_per_block, g.dynamic_shared_bytes),
                     "cuOccupancyMaxActiveBlocksPerMultiprocessor for " + g.name);
       return std::max(1, per_sm) * runtime->limits.multiprocessors;
     }
+    const int clusters = resident_clusters(k, g.ctas_per_row);
+    if (clusters < 1) {
+      fail("no cluster of " + std::to_string(g.ctas_per_row) + " CTAs of " +
+           std::to_string(g.threads_per_block) + " threads fits on this device");
+    }
+    return clusters;
+  }
+
+  // The cluster in which a persistent kernel folds its column partial sums: the largest of 8,
+  // 4 and 2 CTAs that divides its grid and keeps all of it resident (clusters sit within a
+  // GPC, so a large one can leave SMs idle), else 1 (no cluster).
+  int fold_for(const LoadedKernel& k) const {
+    if (!k.generated.folds_partials || !runtime->options.fold_partials || !runtime->limits.clusters)
+      return 1;
+    for (int ctas = kPortableClusterCtas; ctas > 1; ctas /= 2) {
+      if (k.max_grid % ctas == 0 && resident_clusters(k, ctas) * ctas >= k.max_grid) return ctas;
+    }
+    return 1;
+  }
+
+  // How many clusters of `ctas` CTAs of the main kernel fit on the device at once.
+  int resident_clusters(const LoadedKernel& k, int ctas) const {
+    const GeneratedKernel& g = k.generated;
+    driver::ScopedContext scope(runtime->context);
     CUlaunchAttribute cluster{};
     cluster.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-    cluster.value.clusterDim.x = static_cast<unsigned>(g.ctas_per_row);
+    cluster.value.clusterDim.x = static_cast<unsigned>(ctas);
     cluster.value.clusterDim.y = cluster.value.clusterDim.z = 1;
     CUlaunchConfig config{};
-    config.gridDimX = static_cast<unsigned>(g.ctas_per_row);
+    config.gridDimX = static_cast<unsigned>(ctas);
     config.gridDimY = config.gridDimZ = 1;
     config.blockDimX = static_cast<unsigned>(g.threads_per_block);
     config.blockDimY = config.blockDimZ = 1;
@@ -559,10 +587,6 @@ struct Norm::State {
     int clusters = 0;
     driver::check(driver::api().cuOccupancyMaxActiveClusters(&clusters, k.function, &config),
                   "cuOccupancyMaxActiveClusters for " + g.name);
-    if (clusters < 1) {
-      fail("no cluster of " + std::to_string(g.ctas_per_row) + " CTAs of " +
-           std::to_string(g.threads_per_block) + " threads fits on this device");
-    }
     return clusters;
   }
 
@@ -574,10 +598,12 @@ struct Norm::State {
     std::int64_t blocks =
         std::max<std::int64_t>(1, (rows + k.generated.rows_per_cta - 1) / k.generated.rows_per_cta);
     if (k.generated.persistent) blocks = std::min<std::int64_t>(blocks, k.max_grid);
+    // Whole folding clusters; max_grid is a multiple of them, so this stays resident.
+    blocks = (blocks + k.fold - 1) / k.fold * k.fold;
     return blocks * k.generated.ctas_per_row;
   }
   static std::int64_t partial_rows_for(const LoadedKernel& k, std::int64_t grid) {
-    return grid / k.generated.ctas_per_row * k.generated.partials_per_cta;
+    return grid / k.generated.ctas_per_row / k.fold * k.generated.partials_per_cta;
   }
   static std::size_t workspace_for(const LoadedKernel& k, std::int64_t grid, std::int64_t cols) {
     return k.generated.plan.workspace_floats(partial_rows_for(k, grid), cols) * sizeof(float);
@@ -650,7 +676,7 @@ struct Norm::State {
     const CUresult launched = launch_kernel(k.function, static_cast<unsigned>(grid),
                                             static_cast<unsigned>(k.generated.threads_per_block),
                                             static_cast<unsigned>(k.generated.dynamic_shared_bytes),
-                                            k.generated.ctas_per_row,
+                                            k.generated.ctas_per_row * k.fold,
                                             reinterpret_cast<CUstream>(stream), pointers.data());
     if (launched != CUDA_SUCCESS) driver::check(launched, "cuLaunchKernel " + k.generated.name);
     if (!k.generated.finish) return;

@@ -335,3 +335,72 @@ TEST_CASE("backward: a missing or small workspace is an error and launches nothi
   dx.download(after.data(), after.size());
   CHECK(std::all_of(after.begin(), after.end(), [](unsigned char c) { return c == 0xFF; }));
 }
+
+TEST_CASE("backward: clusters fold the column partial sums, so the workspace shrinks") {
+  if (backward_runtime().compute_capability_major() < 9) {
+    MESSAGE("skipped: folding across thread-block clusters needs sm_90 or later, this GPU is "
+            << backward_runtime().arch());
+    return;
+  }
+  // The same kernels launched without clusters (one partial row per CTA) and folded: both
+  // against the interpreter, the folded workspace a fraction of the other. Covered: partial
+  // sums in shared memory (staged rows, two row groups, fp32), register sums folded through
+  // shared memory (a ragged N), recomputed statistics, M of one row block and of many.
+  tilenorm::Runtime unfolded(
+      tilenorm::RuntimeOptions{.device = 0, .use_tuning_database = false, .fold_partials = false});
+  struct Case {
+    DType dtype;
+    std::int64_t n;
+    tilenorm::KernelConfig config;
+  };
+  const Case cases[] = {
+      {DType::bf16, 8192, {256, 1, 8, static_cast<int>(tilenorm::RowStorage::staged), 1}},
+      {DType::f32, 1024, {128, 2, 4, static_cast<int>(tilenorm::RowStorage::prefetched), 1}},
+      {DType::bf16, 4000, {512, 1, 8, static_cast<int>(tilenorm::RowStorage::global), 1}},
+  };
+  const std::vector<tilenorm::ir::Program> programs = {
+      tilenorm::backward(tilenorm::kernels::builtin_program("layer_norm")),
+      tilenorm::backward(tilenorm::kernels::builtin_program("rms_norm"),
+                         {tilenorm::StatisticsMode::recompute})};
+  int checked = 0;
+  for (const auto& program : programs) {
+    const tilenorm::Norm folded_norm = backward_runtime().load(program);
+    const tilenorm::Norm unfolded_norm = unfolded.load(program);
+    for (const Case& c : cases) {
+      for (std::int64_t m : {2, 1000}) {
+        CAPTURE(program.name);
+        CAPTURE(tilenorm::dtype_name(c.dtype));
+        CAPTURE(c.config.describe());
+        CAPTURE(c.n);
+        CAPTURE(m);
+        REQUIRE_FALSE(
+            tilenorm::config_problem(folded_norm.lowered(), {c.dtype, c.dtype, c.n, c.config}));
+        std::size_t workspace[2] = {};
+        for (const tilenorm::Norm* norm : {&folded_norm, &unfolded_norm}) {
+          const auto report = tilenorm::check_against_interpreter(
+              *norm, {.io_dtype = c.dtype,
+                      .param_dtype = c.dtype,
+                      .rows = m,
+                      .cols = c.n,
+                      .seed = 900u + static_cast<unsigned>(checked),
+                      .scalars = program.find_slot("eps") ? std::vector<float>{1e-2f}
+                                                          : std::vector<float>{},
+                      .config = c.config});
+          INFO(report.describe());
+          CHECK(report.ok());
+          CHECK(report.unwritten == 0);
+          CHECK(report.clobbered == 0);
+          workspace[norm == &folded_norm ? 0 : 1] = report.workspace_bytes;
+        }
+        // Many row blocks: every CTA of the persistent grid is busy, and clusters of at least
+        // two fold their rows. Two rows: the grid is one cluster, against one or two CTAs.
+        if (m == 1000) CHECK(2 * workspace[0] <= workspace[1]);
+        CHECK(workspace[0] <= workspace[1]);
+        MESSAGE(program.name << " N=" << c.n << " M=" << m << ": workspace " << workspace[0]
+                             << " bytes folded, " << workspace[1] << " not");
+        ++checked;
+      }
+    }
+  }
+  CHECK(checked == 12);
+}

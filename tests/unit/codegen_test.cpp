@@ -220,9 +220,16 @@ TEST_CASE(
     CHECK(kernel.threads_per_block == spec.config.threads_per_row * spec.config.rows_per_cta);
     CHECK(kernel.rows_per_cta == spec.config.rows_per_cta);
     CHECK(kernel.source.starts_with(tilenorm::device_prelude()));
-    // The prelude once, then the kernels.
-    CHECK(kernel.source.find("namespace tn", tilenorm::device_prelude().size()) ==
-          std::string::npos);
+    // The prelude once, then the kernels; a backward that folds its partial sums across a
+    // cluster adds the sm_90 prelude once, for sm_90 and later only.
+    const std::string sm90_guarded = "#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900\n" +
+                                     std::string(tilenorm::device_prelude_sm90()) + "#endif\n";
+    std::size_t after = tilenorm::device_prelude().size();
+    if (kernel.folds_partials) {
+      CHECK(kernel.source.find(sm90_guarded, after) == after + 1);
+      after += 1 + sm90_guarded.size();
+    }
+    CHECK(kernel.source.find("namespace tn", after) == std::string::npos);
   }
 }
 
@@ -355,7 +362,9 @@ TEST_CASE("codegen: a cluster kernel splits the row into slices and exchanges ro
       lowered("layer_norm"),
       {DType::bf16, DType::bf16, 32768, config(1024, 1, 8, RowStorage::shared)});
   CHECK(plain.ctas_per_row == 1);
-  CHECK_FALSE(contains(plain.source, "cluster"));
+  CHECK_FALSE(contains(plain.source, std::string(tilenorm::device_prelude_sm90())));
+  CHECK_FALSE(contains(plain.source, "tn::cluster_"));
+  CHECK_FALSE(contains(plain.source, "CLUSTER"));
 
   // A backward on a cluster writes one partial row per cluster, each CTA its own columns, and
   // prefetching makes any kernel persistent.
@@ -452,8 +461,9 @@ TEST_CASE("codegen: a CTA combines its row groups before writing partials when t
     const auto kernel = tilenorm::generate_cuda(program, {DType::bf16, DType::bf16, c.n, c.config});
     CHECK(kernel.partials_per_cta == c.partials_per_cta);
     CHECK(kernel.finish_columns_per_cta == 32);
-    CHECK(contains(kernel.source, "tn_combine[RPC * N]") ==
-          (c.config.rows_per_cta > 1 && c.partials_per_cta == 1));
+    // One row group's register sums go to shared memory as well, to be folded (see below).
+    CHECK(contains(kernel.source, "tn_combine[RPC * N]") == (c.partials_per_cta == 1));
+    CHECK(kernel.folds_partials == (c.partials_per_cta == 1));
   }
   // Forward kernels have no partials.
   const auto forward = tilenorm::generate_cuda(
@@ -479,6 +489,65 @@ TEST_CASE("codegen: every written slot is stored by one of the kernels") {
       CHECK((takes(kernel.params) || (kernel.finish && takes(kernel.finish->params))));
     }
   }
+}
+
+TEST_CASE("codegen: a persistent backward's CTAs can fold their column partial sums") {
+  // Partial sums in shared memory already (staged rows): one fold over both reductions, in
+  // rank order, between two cluster barriers; a cluster leaves one partial row.
+  const auto layer_norm = lowered("layer_norm_backward");
+  const auto staged = tilenorm::generate_cuda(
+      layer_norm, {DType::bf16, DType::bf16, 8192, config(256, 1, 8, RowStorage::staged)});
+  CHECK(staged.folds_partials);
+  CHECK(staged.partials_per_cta == 1);
+  CHECK(staged.ctas_per_row == 1);
+  CHECK(contains(staged.source, "const long long tn_partial_row = blockIdx.x / tn_fold;"));
+  CHECK(contains(staged.source, "for (unsigned q = 0; q < tn_fold; ++q) {"));
+  CHECK(contains(staged.source,
+                 "total1 += tn::fold_load(slot + 1 * ITERS * VEC * THREADS + g * TPR, q);"));
+  CHECK(contains(staged.source,
+                 "tn_workspace[1 * tn_columns_floats + tn_partial_row * N + c] = total1;"));
+  const std::string& source = staged.source;
+  const std::size_t first_sync = source.find("tn::fold_sync();");
+  const std::size_t load = source.find("tn::fold_load(slot");
+  const std::size_t second_sync = source.find("tn::fold_sync();", first_sync + 1);
+  REQUIRE(second_sync != std::string::npos);
+  CHECK(first_sync < load);
+  CHECK(load < second_sync);
+  // The chunks tile N exactly: no column test.
+  CHECK_FALSE(contains(source, "if (c >= N) continue;"));
+
+  // Register sums go through shared memory, one reduction at a time.
+  const auto registers = tilenorm::generate_cuda(
+      layer_norm, {DType::bf16, DType::bf16, 4000, config(512, 1, 8, RowStorage::global)});
+  CHECK(registers.folds_partials);
+  CHECK(contains(registers.source, "total += tn::fold_load(tn_combine + g * N + c, q);"));
+  CHECK(contains(registers.source,
+                 "tn_workspace[1 * tn_columns_floats + tn_partial_row * N + c] = total;"));
+
+  // Not folded: scalar partial sums (a learned scalar's gradient), a cluster that splits rows
+  // (each CTA owns other columns), register sums that do not fit shared memory, forwards.
+  const auto scaled = tilenorm::dsl::make_program("scaled", [](auto& p) {
+    auto x = p.input("x");
+    auto w = p.column("w");
+    auto alpha = p.scalar("alpha", tilenorm::dsl::Grad::yes);
+    p.output("y", x * w * alpha);
+  });
+  CHECK_FALSE(tilenorm::generate_cuda(
+                  tilenorm::lower(tilenorm::backward(scaled)),
+                  {DType::f32, DType::f32, 1024, config(128, 1, 4, RowStorage::prefetched)})
+                  .folds_partials);
+  KernelConfig split = config(256, 1, 8, RowStorage::prefetched);
+  split.ctas_per_row = 4;
+  CHECK_FALSE(
+      tilenorm::generate_cuda(layer_norm, {DType::bf16, DType::bf16, 32768, split}).folds_partials);
+  CHECK_FALSE(tilenorm::generate_cuda(
+                  lowered("rms_norm_backward"),
+                  {DType::bf16, DType::bf16, 4096, config(256, 4, 8, RowStorage::global)})
+                  .folds_partials);
+  CHECK_FALSE(tilenorm::generate_cuda(
+                  lowered("layer_norm"),
+                  {DType::bf16, DType::bf16, 8192, config(256, 1, 8, RowStorage::registers)})
+                  .folds_partials);
 }
 
 // A column or scalar gradient that is identically zero (its slot is only used through

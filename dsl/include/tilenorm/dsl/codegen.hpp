@@ -146,6 +146,12 @@ struct GeneratedKernel {
   // clusters of this many CTAs, and a grid that is a multiple of it. Partial rows then count
   // per cluster, not per CTA.
   int ctas_per_row = 1;
+  // The main kernel (ctas_per_row 1, column partial sums only) may also be launched in
+  // clusters of any size, on sm_90 and later: each cluster's CTAs then add their column
+  // partial sums in distributed shared memory and leave one partial row per cluster, so the
+  // workspace and the finishing kernel's reads shrink by the cluster size. Launched without
+  // clusters (or compiled for an older target) each CTA leaves its own row.
+  bool folds_partials = false;
   // The grid is no larger than fits on the device at once, each CTA (or cluster) looping over
   // row blocks: programs that sum across rows, and prefetched rows.
   bool persistent = false;

@@ -37,6 +37,7 @@ struct CheckReport {
   std::size_t unwritten = 0;    // output elements still holding the poison
   std::size_t clobbered = 0;    // bytes outside the views that changed
   ResolvedConfig used{};
+  std::size_t workspace_bytes = 0;  // the launch's partial sums (programs that sum across rows)
   bool ok() const;
   std::string describe() const;
 };

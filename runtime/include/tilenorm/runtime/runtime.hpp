@@ -104,6 +104,11 @@ class Norm {
 struct RuntimeOptions {
   int device = 0;
   bool use_tuning_database = true;  // false: always the heuristic (for comparisons)
+  // On sm_90 and later, launch kernels that sum across rows in clusters whose CTAs add their
+  // column partial sums in distributed shared memory (GeneratedKernel::folds_partials): the
+  // largest cluster of at most 8 CTAs that keeps every CTA of the persistent grid resident.
+  // false: one partial row per CTA, as before sm_90 (for comparisons).
+  bool fold_partials = true;
 };
 
 class Runtime {
