@@ -473,8 +473,60 @@ __device__ __forceinline__ Comoment combine_comoment_partials(const float* parti
       [&](int i) { return load_comoment(partials + i * stride, 1); });
 }
 
-// Folding column partial sums (the fold_* functions). On sm_90 and later, tilenorm_prelude_sm90.cuh
-// defines them over the CTAs of a thread-block cluster; before sm_90 a CTA folds alone.
+// Folding column partial sums: every CTA takes items first, first + step, ... below last (runs
+// of W columns of its share), and adds K partial sums per column over the Fold CTAs of its
+// cluster in rank order and over Groups row groups. `slot(i, k, g, w)` is where sum k of row group
+// g for column w of item i sits in a CTA's shared memory, `load(slot, rank)` reads it from CTA
+// `rank`, `store(i, totals)` writes totals[k * W + w]. The loads of an item are unrolled, and
+// items by four, so that many are in flight; only up to kFoldLoads loads per item, so that CTAs
+// of many row groups do not run out of registers.
+constexpr int kFoldLoads = 32;
+template <int Fold, int K, int Groups, int W, class Load, class Slot, class Store>
+__device__ __forceinline__ void fold_columns_of(int first, int last, int step, Load load, Slot slot,
+                                                Store store) {
+  constexpr bool unrolled = Fold * Groups * K * W <= kFoldLoads;
+#pragma unroll(unrolled ? 4 : 1)
+  for (int i = first; i < last; i += step) {
+    float totals[K * W];
+#pragma unroll
+    for (int t = 0; t < K * W; ++t) totals[t] = 0.0f;
+#pragma unroll
+    for (int rank = 0; rank < Fold; ++rank) {
+#pragma unroll(unrolled ? Groups : 1)
+      for (int g = 0; g < Groups; ++g) {
+#pragma unroll
+        for (int k = 0; k < K; ++k) {
+#pragma unroll
+          for (int w = 0; w < W; ++w) totals[k * W + w] += load(slot(i, k, g, w), rank);
+        }
+      }
+    }
+    store(i, totals);
+  }
+}
+
+// Writes W consecutive partial sums at column c0 of a workspace row (16-byte aligned where N is a
+// multiple of 4): whole 32-byte sectors where W allows, nothing at or past column N.
+template <int W, int N>
+__device__ __forceinline__ void store_totals(float* row, int c0, const float* totals) {
+  if constexpr (W % 4 == 0 && N % 4 == 0) {
+    if (c0 + W <= N) {
+#pragma unroll
+      for (int w = 0; w < W; w += 4) {
+        *reinterpret_cast<float4*>(row + c0 + w) =
+            make_float4(totals[w], totals[w + 1], totals[w + 2], totals[w + 3]);
+      }
+      return;
+    }
+  }
+#pragma unroll
+  for (int w = 0; w < W; ++w) {
+    if (c0 + w < N) row[c0 + w] = totals[w];
+  }
+}
+
+// The fold_* functions. On sm_90 and later tilenorm_prelude_sm90.cuh defines them over the CTAs
+// of a thread-block cluster; before sm_90 a CTA folds alone.
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
 __device__ __forceinline__ unsigned fold_ctas() {
   return 1;
@@ -485,8 +537,10 @@ __device__ __forceinline__ unsigned fold_rank() {
 __device__ __forceinline__ void fold_sync() {
   __syncthreads();
 }
-__device__ __forceinline__ float fold_load(const float* slot, unsigned) {
-  return *slot;
+template <int K, int Groups, int W, class Slot, class Store>
+__device__ __forceinline__ void fold_columns(int first, int last, int step, Slot slot, Store store) {
+  fold_columns_of<1, K, Groups, W>(
+      first, last, step, [](const float* p, int) { return *p; }, slot, store);
 }
 #endif
 

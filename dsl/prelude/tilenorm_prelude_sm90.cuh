@@ -99,7 +99,7 @@ __device__ __forceinline__ Comoment combine_comoment_slots(const float* slots) {
 
 // Folding column partial sums: the CTAs of a cluster (one, when launched without clusters)
 // add their partial sums in distributed shared memory, so that a cluster leaves one partial row
-// in the workspace instead of one per CTA.
+// in the workspace instead of one per CTA. See fold_columns_of() in the generic prelude.
 __device__ __forceinline__ unsigned fold_ctas() {
   return cluster_ctas();
 }
@@ -110,11 +110,31 @@ __device__ __forceinline__ unsigned fold_rank() {
 __device__ __forceinline__ void fold_sync() {
   cluster_sync();
 }
-// `slot` (a location in this CTA's shared memory) as CTA `rank` holds it.
-__device__ __forceinline__ float fold_load(const float* slot, unsigned rank) {
+// `slot` (a location in this CTA's shared memory) as CTA `rank` of the cluster holds it.
+__device__ __forceinline__ float peer_load(const float* slot, unsigned rank) {
   float value;
   asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(value) : "r"(peer_address(slot, rank)));
   return value;
+}
+// The cluster sizes the runtime folds with (kMaxFoldCtas = 8 at most, a power of two), each
+// with its loads unrolled; without a cluster, the CTA's own shared memory. Another size would
+// leave columns unwritten: stop.
+template <int K, int Groups, int W, class Slot, class Store>
+__device__ __forceinline__ void fold_columns(int first, int last, int step, Slot slot, Store store) {
+  const auto peer = [](const float* p, int rank) { return peer_load(p, rank); };
+  switch (cluster_ctas()) {
+    case 2:
+      return fold_columns_of<2, K, Groups, W>(first, last, step, peer, slot, store);
+    case 4:
+      return fold_columns_of<4, K, Groups, W>(first, last, step, peer, slot, store);
+    case 8:
+      return fold_columns_of<8, K, Groups, W>(first, last, step, peer, slot, store);
+    case 1:
+      return fold_columns_of<1, K, Groups, W>(
+          first, last, step, [](const float* p, int) { return *p; }, slot, store);
+    default:
+      __trap();
+  }
 }
 
 }  // namespace tn

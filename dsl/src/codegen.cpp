@@ -1338,46 +1338,40 @@ class Emitter {
 
   // The fold (folds_partials): once every CTA of the cluster has its column partial sums in
   // shared memory, each CTA takes a share of the columns, adds them over the cluster's CTAs in
-  // rank order and over the row groups, and writes that share of the cluster's partial row.
+  // rank order and over the row groups (tn::fold_columns), and writes that share of the
+  // cluster's partial row.
   void emit_folded_partials() {
     out_ << "  const unsigned tn_fold = tn::fold_ctas();\n"
-         << "  const unsigned tn_fold_rank = tn::fold_rank();\n"
+         << "  const int tn_fold_rank = static_cast<int>(tn::fold_rank());\n"
          << "  const long long tn_partial_row = blockIdx.x / tn_fold;  // clusters are 1-D along "
             "x\n";
-    auto store = [&](int column, const std::string& total) {
-      return "tn_workspace[" + std::to_string(column) +
-             " * tn_columns_floats + tn_partial_row * N + c] = " + total + ";\n";
-    };
     if (shared_partials_) {
-      // Slot i of a row group is (it, v, lane), lane fastest: a warp reads 32 consecutive floats.
+      // Item i is chunk (it, lane) = (i / TPR, i % TPR), columns i * VEC on: a warp reads 32
+      // consecutive floats per column of the chunk, and each thread writes whole sectors.
+      const int k = plan_.column_partials;
       out_ << "  tn::fold_sync();  // every CTA's partial sums are complete\n"
-           << "  {\n    constexpr int SLOTS = ITERS * VEC * TPR;  // per row group and reduction\n"
-           << "    const int share = (SLOTS + tn_fold - 1) / tn_fold;\n"
-           << "    const int last = min(SLOTS, static_cast<int>(tn_fold_rank + 1) * share);\n"
-           << "    for (int i = tn_fold_rank * share + threadIdx.x; i < last; i += THREADS) {\n"
-           << "      const int it = i / (VEC * TPR), v = i / TPR % VEC, slot_lane = i % TPR;\n"
-           << "      const int c = (it * TPR + slot_lane) * VEC + v;\n"
-           << (covers_row_exactly() ? "" : "      if (c >= N) continue;\n")
-           << "      const float* slot = tn_xs + (it * VEC + v) * THREADS + slot_lane;\n";
-      for (int k = 0; k < plan_.column_partials; ++k)
-        out_ << "      float total" << k << " = 0.0f;\n";
-      out_ << "      for (unsigned q = 0; q < tn_fold; ++q) {\n"
-           << "#pragma unroll\n        for (int g = 0; g < RPC; ++g) {\n";
-      for (int k = 0; k < plan_.column_partials; ++k) {
-        out_ << "          total" << k << " += tn::fold_load(slot + " << k
-             << " * ITERS * VEC * THREADS + g * TPR, q);\n";
+           << "  {\n    constexpr int CHUNKS = ITERS * TPR;  // per row group\n"
+           << "    const int share = (CHUNKS + tn_fold - 1) / tn_fold;\n"
+           << "    const int first = tn_fold_rank * share;\n"
+           << "    tn::fold_columns<" << k << ", RPC, VEC>(\n"
+           << "        first + threadIdx.x, min(CHUNKS, first + share), THREADS,\n"
+           << "        [&](int i, int k, int g, int v) {\n"
+           << "          return tn_xs + ((k * ITERS + i / TPR) * VEC + v) * THREADS + g * TPR + i "
+              "% TPR;\n"
+           << "        },\n"
+           << "        [&](int i, const float* totals) {\n";
+      for (int column = 0; column < k; ++column) {
+        out_ << "          tn::store_totals<VEC, N>(tn_workspace + " << column
+             << " * tn_columns_floats + tn_partial_row * N, i * VEC, totals + " << column
+             << " * VEC);\n";
       }
-      out_ << "        }\n      }\n";
-      for (int k = 0; k < plan_.column_partials; ++k)
-        out_ << "      " << store(k, "total" + std::to_string(k));
-      out_ << "    }\n  }\n"
+      out_ << "        });\n  }\n"
            << "  tn::fold_sync();  // no CTA exits while a peer reads its partial sums\n";
       return;
     }
     // Register sums go through shared memory one reduction at a time.
     out_ << "  __shared__ float tn_combine[RPC * N];\n"
-         << "  const int tn_share = (N + tn_fold - 1) / tn_fold;\n"
-         << "  const int tn_last = min(N, static_cast<int>(tn_fold_rank + 1) * tn_share);\n";
+         << "  const int tn_share = (N + tn_fold - 1) / tn_fold;\n";
     int column = 0;
     for (NodeId r : lp_.cross_row_reductions) {
       out_ << "  {\n#pragma unroll\n    for (int it = 0; it < ITERS; ++it) {\n"
@@ -1386,13 +1380,14 @@ class Emitter {
            << "        if (c0 + v < N) tn_combine[row_in_cta * N + c0 + v] = xacc" << r
            << "[it][v];\n    }\n"
            << "    tn::fold_sync();  // every CTA's partial sums are complete\n"
-           << "    for (int c = tn_fold_rank * tn_share + threadIdx.x; c < tn_last; c += TPR * "
-              "RPC) {\n"
-           << "      float total = 0.0f;\n"
-           << "      for (unsigned q = 0; q < tn_fold; ++q) {\n"
-           << "#pragma unroll\n        for (int g = 0; g < RPC; ++g) total += "
-              "tn::fold_load(tn_combine + g * N + c, q);\n      }\n"
-           << "      " << store(column, "total") << "    }\n"
+           << "    tn::fold_columns<1, RPC, 1>(\n"
+           << "        tn_fold_rank * tn_share + threadIdx.x, min(N, (tn_fold_rank + 1) * "
+              "tn_share), "
+              "TPR * RPC,\n"
+           << "        [&](int c, int, int g, int) { return tn_combine + g * N + c; },\n"
+           << "        [&](int c, const float* totals) {\n"
+           << "          tn_workspace[" << column
+           << " * tn_columns_floats + tn_partial_row * N + c] = totals[0];\n        });\n"
            << "    tn::fold_sync();  // peers have read tn_combine before it changes or the CTA "
               "exits\n"
            << "  }\n";
@@ -1433,8 +1428,9 @@ class Emitter {
       if (ir::varies_along_row(g_.node(r).shape)) {
         out_ << "  float f" << r << ";\n  {\n    const float* src = tn_workspace + " << column++
              << " * tn_columns_floats;\n    float total = 0.0f;\n"
-             << "    if (c < N)\n      for (long long p = group; p < tn_partial_rows; p += GROUPS) "
-                "total += src[p * N + c];\n"
+             << "    if (c < N) {\n#pragma unroll 8\n"
+             << "      for (long long p = group; p < tn_partial_rows; p += GROUPS) "
+                "total += src[p * N + c];\n    }\n"
              << "    tn_sums[group][col_in_cta] = total;\n    __syncthreads();\n"
              << "    f" << r << " = 0.0f;\n"
              << "    for (int g = 0; g < GROUPS; ++g) f" << r << " += tn_sums[g][col_in_cta];\n"

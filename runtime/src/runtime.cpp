@@ -132,7 +132,10 @@ struct LoadedKernel {
   GeneratedKernel generated;
   ResolvedConfig resolved;
   int max_grid = 0;  // persistent kernels: row blocks (CTAs or clusters) resident at once
-  int fold = 1;      // CTAs per cluster that fold their column partial sums (folds_partials)
+  // The largest cluster in which the main kernel may fold its column partial sums
+  // (folds_partials): 1 where it cannot.
+  int max_fold = 1;
+  std::int64_t row_bytes = 0;  // bytes per column of one row in all the row tensors
 };
 
 std::optional<DiskCache> open_disk_cache() {
@@ -152,6 +155,9 @@ bool aligned(const void* p, std::size_t bytes) {
 
 // Clusters up to this size run on every sm_90+ GPU; larger ones need the kernel's opt-in.
 constexpr int kPortableClusterCtas = 8;
+// A persistent kernel folds its column partial sums across a cluster where, unfolded, they
+// would be at least 1/kFoldShare of the bytes its rows move.
+constexpr std::int64_t kFoldShare = 32;
 
 // The main kernel's launch: plain, or with clusters of `ctas` CTAs along x.
 CUresult launch_kernel(CUfunction function, unsigned grid, unsigned threads, unsigned shared_bytes,
@@ -530,7 +536,11 @@ struct Norm::State {
     loaded.function = runtime->load(loaded.generated, &loaded.finish);
     if (loaded.generated.persistent) {
       loaded.max_grid = resident_row_blocks(loaded);
-      loaded.fold = fold_for(loaded);
+      loaded.max_fold = max_fold(loaded);
+    }
+    for (const ir::Slot& slot : lowered.program.slots) {
+      if (slot.shape == ir::Shape::tile)
+        loaded.row_bytes += dtype_size(ir::storage_dtype(slot, shape.io_dtype, shape.param_dtype));
     }
     return kernels.emplace(key, std::move(loaded)).first->second;
   }
@@ -559,7 +569,7 @@ struct Norm::State {
   // The cluster in which a persistent kernel folds its column partial sums: the largest of 8,
   // 4 and 2 CTAs that divides its grid and keeps all of it resident (clusters sit within a
   // GPC, so a large one can leave SMs idle), else 1 (no cluster).
-  int fold_for(const LoadedKernel& k) const {
+  int max_fold(const LoadedKernel& k) const {
     if (!k.generated.folds_partials || !runtime->options.fold_partials || !runtime->limits.clusters)
       return 1;
     for (int ctas = kPortableClusterCtas; ctas > 1; ctas /= 2) {
@@ -590,22 +600,36 @@ struct Norm::State {
     return clusters;
   }
 
-  // The grid of the main kernel: one row block (a CTA, or a cluster of ctas_per_row CTAs) per
-  // block of rows_per_cta rows, or for a persistent kernel no more than fit on the device at
-  // once (each then loops over row blocks). A launch with no rows still gets one row block: a
-  // program that sums across rows writes zero sums then.
-  static std::int64_t grid_for(const LoadedKernel& k, std::int64_t rows) {
+  // The main kernel's grid, and the CTAs per cluster that fold their partial sums.
+  struct MainGrid {
+    std::int64_t ctas = 0;
+    int fold = 1;
+  };
+
+  // One row block (a CTA, or a cluster of ctas_per_row CTAs) per block of rows_per_cta rows,
+  // or for a persistent kernel no more than fit on the device at once (each then loops over
+  // row blocks). A launch with no rows still gets one row block: a program that sums across
+  // rows writes zero sums then.
+  static MainGrid grid_for(const LoadedKernel& k, std::int64_t rows) {
     std::int64_t blocks =
         std::max<std::int64_t>(1, (rows + k.generated.rows_per_cta - 1) / k.generated.rows_per_cta);
     if (k.generated.persistent) blocks = std::min<std::int64_t>(blocks, k.max_grid);
+    // Folding costs a cluster barrier and each CTA's wait for its peers; it pays where the
+    // partial sums are a noticeable share of the bytes moved (H200, bf16 backwards: +2 to +8
+    // points of the copy ceiling at 4-4.3% of the bytes, -4 to +1 at 0.5-2.2%; see
+    // docs/performance.md).
+    const std::int64_t partial_bytes = blocks * k.generated.partials_per_cta *
+                                       k.generated.plan.column_partials *
+                                       static_cast<std::int64_t>(sizeof(float));
+    const int fold = kFoldShare * partial_bytes >= rows * k.row_bytes ? k.max_fold : 1;
     // Whole folding clusters; max_grid is a multiple of them, so this stays resident.
-    blocks = (blocks + k.fold - 1) / k.fold * k.fold;
-    return blocks * k.generated.ctas_per_row;
+    blocks = (blocks + fold - 1) / fold * fold;
+    return {blocks * k.generated.ctas_per_row, fold};
   }
-  static std::int64_t partial_rows_for(const LoadedKernel& k, std::int64_t grid) {
-    return grid / k.generated.ctas_per_row / k.fold * k.generated.partials_per_cta;
+  static std::int64_t partial_rows_for(const LoadedKernel& k, MainGrid grid) {
+    return grid.ctas / k.generated.ctas_per_row / grid.fold * k.generated.partials_per_cta;
   }
-  static std::size_t workspace_for(const LoadedKernel& k, std::int64_t grid, std::int64_t cols) {
+  static std::size_t workspace_for(const LoadedKernel& k, MainGrid grid, std::int64_t cols) {
     return k.generated.plan.workspace_floats(partial_rows_for(k, grid), cols) * sizeof(float);
   }
 
@@ -621,8 +645,8 @@ struct Norm::State {
     const LaunchShape shape = validate(args);
     if (shape.rows == 0 && !plan.needs_finish()) return;
     const LoadedKernel& k = kernel_for(shape, forced);
-    const std::int64_t grid = grid_for(k, shape.rows);
-    if (grid > std::numeric_limits<std::int32_t>::max())
+    const MainGrid grid = grid_for(k, shape.rows);
+    if (grid.ctas > std::numeric_limits<std::int32_t>::max())
       fail("too many rows for one launch: " + std::to_string(shape.rows));
     const std::size_t needed = workspace_for(k, grid, shape.cols);
     if (needed > 0 && (!workspace.data || workspace.bytes < needed)) {
@@ -673,10 +697,10 @@ struct Norm::State {
     };
     driver::ScopedContext scope(runtime->context);
     fill(k.generated.params);
-    const CUresult launched = launch_kernel(k.function, static_cast<unsigned>(grid),
+    const CUresult launched = launch_kernel(k.function, static_cast<unsigned>(grid.ctas),
                                             static_cast<unsigned>(k.generated.threads_per_block),
                                             static_cast<unsigned>(k.generated.dynamic_shared_bytes),
-                                            k.generated.ctas_per_row * k.fold,
+                                            k.generated.ctas_per_row * grid.fold,
                                             reinterpret_cast<CUstream>(stream), pointers.data());
     if (launched != CUDA_SUCCESS) driver::check(launched, "cuLaunchKernel " + k.generated.name);
     if (!k.generated.finish) return;

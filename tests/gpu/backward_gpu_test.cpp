@@ -392,8 +392,8 @@ TEST_CASE("backward: clusters fold the column partial sums, so the workspace shr
           CHECK(report.clobbered == 0);
           workspace[norm == &folded_norm ? 0 : 1] = report.workspace_bytes;
         }
-        // Many row blocks: every CTA of the persistent grid is busy, and clusters of at least
-        // two fold their rows. Two rows: the grid is one cluster, against one or two CTAs.
+        // Few rows per CTA, so the partial sums are a large share of the bytes: clusters of
+        // at least two fold them. Two rows: the grid is one cluster, against one or two CTAs.
         if (m == 1000) CHECK(2 * workspace[0] <= workspace[1]);
         CHECK(workspace[0] <= workspace[1]);
         MESSAGE(program.name << " N=" << c.n << " M=" << m << ": workspace " << workspace[0]

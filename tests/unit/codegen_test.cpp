@@ -501,28 +501,28 @@ TEST_CASE("codegen: a persistent backward's CTAs can fold their column partial s
   CHECK(staged.partials_per_cta == 1);
   CHECK(staged.ctas_per_row == 1);
   CHECK(contains(staged.source, "const long long tn_partial_row = blockIdx.x / tn_fold;"));
-  CHECK(contains(staged.source, "for (unsigned q = 0; q < tn_fold; ++q) {"));
+  CHECK(
+      contains(staged.source,
+               "return tn_xs + ((k * ITERS + i / TPR) * VEC + v) * THREADS + g * TPR + i % TPR;"));
   CHECK(contains(staged.source,
-                 "total1 += tn::fold_load(slot + 1 * ITERS * VEC * THREADS + g * TPR, q);"));
-  CHECK(contains(staged.source,
-                 "tn_workspace[1 * tn_columns_floats + tn_partial_row * N + c] = total1;"));
+                 "tn::store_totals<VEC, N>(tn_workspace + 1 * tn_columns_floats + "
+                 "tn_partial_row * N, i * VEC, totals + 1 * VEC);"));
   const std::string& source = staged.source;
   const std::size_t first_sync = source.find("tn::fold_sync();");
-  const std::size_t load = source.find("tn::fold_load(slot");
+  const std::size_t fold = source.find("tn::fold_columns<2, RPC, VEC>(");
   const std::size_t second_sync = source.find("tn::fold_sync();", first_sync + 1);
   REQUIRE(second_sync != std::string::npos);
-  CHECK(first_sync < load);
-  CHECK(load < second_sync);
-  // The chunks tile N exactly: no column test.
-  CHECK_FALSE(contains(source, "if (c >= N) continue;"));
+  CHECK(first_sync < fold);
+  CHECK(fold < second_sync);
 
   // Register sums go through shared memory, one reduction at a time.
   const auto registers = tilenorm::generate_cuda(
       layer_norm, {DType::bf16, DType::bf16, 4000, config(512, 1, 8, RowStorage::global)});
   CHECK(registers.folds_partials);
-  CHECK(contains(registers.source, "total += tn::fold_load(tn_combine + g * N + c, q);"));
+  CHECK(
+      contains(registers.source, "[&](int c, int, int g, int) { return tn_combine + g * N + c; }"));
   CHECK(contains(registers.source,
-                 "tn_workspace[1 * tn_columns_floats + tn_partial_row * N + c] = total;"));
+                 "tn_workspace[1 * tn_columns_floats + tn_partial_row * N + c] = totals[0];"));
 
   // Not folded: scalar partial sums (a learned scalar's gradient), a cluster that splits rows
   // (each CTA owns other columns), register sums that do not fit shared memory, forwards.
