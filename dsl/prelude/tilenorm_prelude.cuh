@@ -477,22 +477,26 @@ __device__ __forceinline__ Comoment combine_comoment_partials(const float* parti
 // of W columns of its share), and adds K partial sums per column over the Fold CTAs of its
 // cluster in rank order and over Groups row groups. `slot(i, k, g, w)` is where sum k of row group
 // g for column w of item i sits in a CTA's shared memory, `load(slot, rank)` reads it from CTA
-// `rank`, `store(i, totals)` writes totals[k * W + w]. The loads of an item are unrolled, and
-// items by four, so that many are in flight; only up to kFoldLoads loads per item, so that CTAs
-// of many row groups do not run out of registers.
+// `rank`, `store(i, totals)` writes totals[k * W + w]. Loads are unrolled, outermost last, up to
+// kFoldLoads in flight: enough to hide the latency, few enough that the fold never needs more
+// registers than the kernel's main loop (which sets the whole kernel's count).
 constexpr int kFoldLoads = 32;
 template <int Fold, int K, int Groups, int W, class Load, class Slot, class Store>
 __device__ __forceinline__ void fold_columns_of(int first, int last, int step, Load load, Slot slot,
                                                 Store store) {
-  constexpr bool unrolled = Fold * Groups * K * W <= kFoldLoads;
-#pragma unroll(unrolled ? 4 : 1)
+  constexpr int per_rank = K * W * Groups;
+  constexpr int per_item = per_rank * Fold;
+  constexpr int groups_unrolled = per_rank <= kFoldLoads ? Groups : 1;
+  constexpr int ranks_unrolled = per_item <= kFoldLoads ? Fold : 1;
+  constexpr int items_unrolled = 4 * per_item <= kFoldLoads ? 4 : 2 * per_item <= kFoldLoads ? 2 : 1;
+#pragma unroll(items_unrolled)
   for (int i = first; i < last; i += step) {
     float totals[K * W];
 #pragma unroll
     for (int t = 0; t < K * W; ++t) totals[t] = 0.0f;
-#pragma unroll
+#pragma unroll(ranks_unrolled)
     for (int rank = 0; rank < Fold; ++rank) {
-#pragma unroll(unrolled ? Groups : 1)
+#pragma unroll(groups_unrolled)
       for (int g = 0; g < Groups; ++g) {
 #pragma unroll
         for (int k = 0; k < K; ++k) {
