@@ -478,12 +478,12 @@ __device__ __forceinline__ Comoment combine_comoment_partials(const float* parti
 // cluster in rank order and over Groups row groups. `slot(i, k, g, w)` is where sum k of row group
 // g for column w of item i sits in a CTA's shared memory, `load(slot, rank)` reads it from CTA
 // `rank`, `store(i, totals)` writes totals[k * W + w]. Loads are unrolled, outermost last, up to
-// kFoldLoads in flight: enough to hide the latency, few enough that the fold never needs more
-// registers than the kernel's main loop (which sets the whole kernel's count).
-constexpr int kFoldLoads = 32;
+// 32 in flight: enough to hide the latency, few enough that the fold never needs more registers
+// than the kernel's main loop (which sets the whole kernel's count).
 template <int Fold, int K, int Groups, int W, class Load, class Slot, class Store>
 __device__ __forceinline__ void fold_columns_of(int first, int last, int step, Load load, Slot slot,
                                                 Store store) {
+  constexpr int kFoldLoads = 32;
   constexpr int per_rank = K * W * Groups;
   constexpr int per_item = per_rank * Fold;
   constexpr int groups_unrolled = per_rank <= kFoldLoads ? Groups : 1;

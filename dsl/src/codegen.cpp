@@ -878,8 +878,9 @@ class Emitter {
   void emit_preload() {
     declare_raw_rows("_raw");
     if (staging()) out_ << "  tn::wait_async_copies();\n";
-    out_ << "#pragma unroll\n  for (int it = 0; it < ITERS; ++it) {\n"
-         << "    const int c0 = " << chunk_column() << ";\n";
+    out_ << "#pragma unroll\n  for (int it = 0; it < ITERS; ++it) {\n";
+    // Only rows loaded here need the chunk's column (staged and prefetched rows are in flight).
+    if (!staging() && !prefetching()) out_ << "    const int c0 = " << chunk_column() << ";\n";
     for (std::size_t i = 0; i < p_.slots.size(); ++i) {
       const ir::Slot& s = p_.slots[i];
       if (s.role != ir::Role::read || s.shape != Shape::tile) continue;
@@ -966,8 +967,9 @@ class Emitter {
     const bool unroll_fully =
         rows_in_registers(storage_) || geo_.iters <= 4 || !column_sums.empty();
     out_ << (unroll_fully ? "#pragma unroll\n" : "#pragma unroll 4\n");
+    // Only column loads and row stores read c0, and where the chunks tile N, not the test.
     out_ << "  for (int it = 0; it < ITERS; ++it) {\n"
-         << "    const int c0 = " << chunk_column() << ";\n"
+         << "    [[maybe_unused]] const int c0 = " << chunk_column() << ";\n"
          << "    if (" << chunk_in_row() << ") {\n";
     emit_chunk_loads(nodes);
     for (std::size_t i : outputs) out_ << "      float out" << i << "[VEC];\n";
@@ -1106,7 +1108,7 @@ class Emitter {
     const bool unroll_fully = rows_in_registers(storage_) || geo_.iters <= 4;
     out_ << (unroll_fully ? "#pragma unroll\n" : "#pragma unroll 4\n")
          << "  for (int it = 0; it < ITERS; ++it) {\n"
-         << "    const int c0 = " << chunk_column() << ";\n"
+         << "    [[maybe_unused]] const int c0 = " << chunk_column() << ";\n"
          << "    if (" << chunk_in_row() << ") {\n";
     emit_chunk_loads(nodes);
     out_ << "#pragma unroll\n      for (int v = 0; v < VEC; ++v) {\n";
