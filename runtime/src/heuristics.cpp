@@ -112,6 +112,11 @@ const DeviceLimits& known_device(std::string_view name_or_arch) {
   throw Error("unknown device '" + std::string(name_or_arch) + "' (known: " + known + ")");
 }
 
+bool folding_pays(std::int64_t partial_bytes_per_column, std::int64_t rows,
+                  std::int64_t row_bytes_per_column) {
+  return kFoldShare * partial_bytes_per_column >= rows * row_bytes_per_column;
+}
+
 int widest_vec(DType io_dtype, DType param_dtype) {
   return static_cast<int>(16 / std::max(dtype_size(io_dtype), dtype_size(param_dtype)));
 }

@@ -155,9 +155,6 @@ bool aligned(const void* p, std::size_t bytes) {
 
 // Clusters up to this size run on every sm_90+ GPU; larger ones need the kernel's opt-in.
 constexpr int kPortableClusterCtas = 8;
-// A persistent kernel folds its column partial sums across a cluster where, unfolded, they
-// would be at least 1/kFoldShare of the bytes its rows move.
-constexpr std::int64_t kFoldShare = 32;
 
 // The main kernel's launch: plain, or with clusters of `ctas` CTAs along x.
 CUresult launch_kernel(CUfunction function, unsigned grid, unsigned threads, unsigned shared_bytes,
@@ -614,14 +611,10 @@ struct Norm::State {
     std::int64_t blocks =
         std::max<std::int64_t>(1, (rows + k.generated.rows_per_cta - 1) / k.generated.rows_per_cta);
     if (k.generated.persistent) blocks = std::min<std::int64_t>(blocks, k.max_grid);
-    // Folding costs a cluster barrier and each CTA's wait for its peers; it pays where the
-    // partial sums are a noticeable share of the bytes moved (H200, bf16 backwards: +2 to +8
-    // points of the copy ceiling at 4-4.3% of the bytes, -4 to +1 at 0.5-2.2%; see
-    // docs/performance.md).
     const std::int64_t partial_bytes = blocks * k.generated.partials_per_cta *
                                        k.generated.plan.column_partials *
                                        static_cast<std::int64_t>(sizeof(float));
-    const int fold = kFoldShare * partial_bytes >= rows * k.row_bytes ? k.max_fold : 1;
+    const int fold = folding_pays(partial_bytes, rows, k.row_bytes) ? k.max_fold : 1;
     // Whole folding clusters; max_grid is a multiple of them, so this stays resident.
     blocks = (blocks + fold - 1) / fold * fold;
     return {blocks * k.generated.ctas_per_row, fold};

@@ -864,6 +864,27 @@ TEST_CASE("codegen: the heuristic gives a valid configuration for every kernel, 
   }
 }
 
+TEST_CASE("codegen: a launch folds its partial sums where they are a noticeable share") {
+  // The H200's persistent backwards, bf16 (x, dy and dx: 6 bytes per column of a row): the
+  // partial sums per column are partial rows x column gradients x 4 bytes.
+  constexpr std::int64_t row_bytes = 6;
+  auto partial = [](std::int64_t partial_rows, std::int64_t gradients) {
+    return partial_rows * gradients * 4;
+  };
+  // LayerNorm at N = 5120, 8192, 16384 (M = 2^26 / N): 4.0-4.3% of the bytes.
+  CHECK(tilenorm::folding_pays(partial(396, 2), 13107, row_bytes));
+  CHECK(tilenorm::folding_pays(partial(264, 2), 8192, row_bytes));
+  CHECK(tilenorm::folding_pays(partial(132, 2), 4096, row_bytes));
+  // LayerNorm at N = 4096 and RMSNorm at 16384 (2.1%), LayerNorm at 1024 (0.4%).
+  CHECK_FALSE(tilenorm::folding_pays(partial(264, 2), 16384, row_bytes));
+  CHECK_FALSE(tilenorm::folding_pays(partial(132, 1), 4096, row_bytes));
+  CHECK_FALSE(tilenorm::folding_pays(partial(264, 2), 65536, row_bytes));
+  // The boundary is 1/32 of the rows' bytes, inclusive; few rows always fold.
+  CHECK(tilenorm::folding_pays(6, 32, row_bytes));
+  CHECK_FALSE(tilenorm::folding_pays(6, 33, row_bytes));
+  CHECK(tilenorm::folding_pays(partial(264, 1), 1000, row_bytes));
+}
+
 TEST_CASE("codegen: with clusters, the heuristic splits long rows") {
   const tilenorm::LoweredProgram program = lowered("rms_norm_backward");
   auto config = [&](DType dtype, std::int64_t n) {

@@ -39,6 +39,17 @@ const DeviceLimits& known_device(std::string_view name_or_arch);
 inline constexpr std::int64_t kPrefetchValues = 16;
 inline constexpr int kStagedRowThreads = 64;
 
+// Whether a launch of a persistent kernel folds its column partial sums across a cluster
+// (GeneratedKernel::folds_partials), given the bytes of its unfolded partial sums per column
+// (partial rows x column gradients x 4) and the bytes per column of one row in all the row
+// tensors: where the partial sums would be at least 1/kFoldShare of the bytes the rows move.
+// Folding costs a cluster barrier and each CTA's wait for its peers (on the H200, bf16
+// backwards: +2 to +8 points of the copy ceiling at 4-4.3% of the bytes, -4 to +1 at
+// 0.5-2.2%; see docs/performance.md).
+inline constexpr std::int64_t kFoldShare = 32;
+bool folding_pays(std::int64_t partial_bytes_per_column, std::int64_t rows,
+                  std::int64_t row_bytes_per_column);
+
 // The widest vector (elements) whose accesses stay within 16 bytes for these dtypes.
 int widest_vec(DType io_dtype, DType param_dtype);
 
