@@ -488,7 +488,9 @@ __device__ __forceinline__ void fold_columns_of(int first, int last, int step, L
   constexpr int per_item = per_rank * Fold;
   constexpr int groups_unrolled = per_rank <= kFoldLoads ? Groups : 1;
   constexpr int ranks_unrolled = per_item <= kFoldLoads ? Fold : 1;
-  constexpr int items_unrolled = 4 * per_item <= kFoldLoads ? 4 : 2 * per_item <= kFoldLoads ? 2 : 1;
+  constexpr int items_unrolled = 4 * per_item <= kFoldLoads   ? 4
+                                 : 2 * per_item <= kFoldLoads ? 2
+                                                              : 1;
 #pragma unroll(items_unrolled)
   for (int i = first; i < last; i += step) {
     float totals[K * W];
@@ -508,6 +510,11 @@ __device__ __forceinline__ void fold_columns_of(int first, int last, int step, L
     store(i, totals);
   }
 }
+
+// fold_columns_of()'s `load` for a CTA that folds alone: its own shared memory.
+struct OwnLoad {
+  __device__ __forceinline__ float operator()(const float* slot, int) const { return *slot; }
+};
 
 // Writes W consecutive partial sums at column c0 of a workspace row (16-byte aligned where N is a
 // multiple of 4): whole 32-byte sectors where W allows, nothing at or past column N.
@@ -542,9 +549,9 @@ __device__ __forceinline__ void fold_sync() {
   __syncthreads();
 }
 template <int K, int Groups, int W, class Slot, class Store>
-__device__ __forceinline__ void fold_columns(int first, int last, int step, Slot slot, Store store) {
-  fold_columns_of<1, K, Groups, W>(
-      first, last, step, [](const float* p, int) { return *p; }, slot, store);
+__device__ __forceinline__ void fold_columns(int first, int last, int step, Slot slot,
+                                             Store store) {
+  fold_columns_of<1, K, Groups, W>(first, last, step, OwnLoad{}, slot, store);
 }
 #endif
 

@@ -116,11 +116,12 @@ __device__ __forceinline__ float peer_load(const float* slot, unsigned rank) {
   asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(value) : "r"(peer_address(slot, rank)));
   return value;
 }
-// The cluster sizes the runtime folds with (kMaxFoldCtas = 8 at most, a power of two), each
-// with its loads unrolled; without a cluster, the CTA's own shared memory. Another size would
-// leave columns unwritten: stop.
+// The cluster sizes the runtime folds with (a power of two up to 8, the portable cluster size),
+// each with its loads unrolled; without a cluster, the CTA's own shared memory. Another size
+// would leave columns unwritten: stop.
 template <int K, int Groups, int W, class Slot, class Store>
-__device__ __forceinline__ void fold_columns(int first, int last, int step, Slot slot, Store store) {
+__device__ __forceinline__ void fold_columns(int first, int last, int step, Slot slot,
+                                             Store store) {
   const auto peer = [](const float* p, int rank) { return peer_load(p, rank); };
   switch (cluster_ctas()) {
     case 2:
@@ -130,8 +131,7 @@ __device__ __forceinline__ void fold_columns(int first, int last, int step, Slot
     case 8:
       return fold_columns_of<8, K, Groups, W>(first, last, step, peer, slot, store);
     case 1:
-      return fold_columns_of<1, K, Groups, W>(
-          first, last, step, [](const float* p, int) { return *p; }, slot, store);
+      return fold_columns_of<1, K, Groups, W>(first, last, step, OwnLoad{}, slot, store);
     default:
       __trap();
   }
