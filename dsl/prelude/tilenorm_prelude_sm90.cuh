@@ -107,8 +107,15 @@ __device__ __forceinline__ unsigned fold_rank() {
   return cluster_rank();
 }
 // Every CTA of the cluster has written its partial sums (release), and sees its peers' (acquire).
+// A release at cluster scope is a GPU-scope memory barrier (every thread waits for all its
+// global stores) and the acquire invalidates the L1, so a CTA launched alone only needs its
+// own barrier.
 __device__ __forceinline__ void fold_sync() {
-  cluster_sync();
+  if (cluster_ctas() == 1) {
+    __syncthreads();
+  } else {
+    cluster_sync();
+  }
 }
 // `slot` (a location in this CTA's shared memory) as CTA `rank` of the cluster holds it.
 __device__ __forceinline__ float peer_load(const float* slot, unsigned rank) {
