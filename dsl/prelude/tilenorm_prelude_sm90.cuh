@@ -2,9 +2,12 @@
 // across the CTAs of a cluster include it after the generic prelude.
 //
 // Row totals are exchanged by pushing: every CTA stores its partial into its own slot of every
-// CTA's buffer (distributed shared memory) and arrives on that CTA's mbarrier; each CTA waits on
-// its own mbarrier only, then adds the slots in rank order, so all CTAs get the same bits with
-// one one-way latency instead of a cluster-wide barrier, and without atomics.
+// CTA's buffer (distributed shared memory) with st.async, which counts the bytes on that CTA's
+// mbarrier; each CTA waits on its own mbarrier only, then adds the slots in rank order, so all
+// CTAs get the same bits with one one-way latency instead of a cluster-wide barrier, and without
+// atomics. No fence: a release at cluster scope (a remote mbarrier arrive, a cluster barrier)
+// compiles to a GPU-scope memory barrier, which waits for every global load and store in flight,
+// the next rows' prefetch included.
 namespace tn {
 
 __device__ __forceinline__ unsigned cluster_rank() {
@@ -44,36 +47,41 @@ __device__ __forceinline__ unsigned peer_address(const void* pointer, unsigned r
   return remote;
 }
 
-// One thread initializes the exchange's mbarriers, each completing after `arrivals` arrivals;
-// a cluster_sync() must follow before any CTA arrives on another's.
-__device__ __forceinline__ void exchange_init(unsigned long long* barrier, unsigned arrivals) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(shared_address(barrier)),
-               "r"(arrivals)
-               : "memory");
+// One thread initializes the exchange's mbarriers, each completing when this CTA has announced
+// the bytes of a phase (exchange_expect) and they have all landed; a cluster_sync() must follow
+// before any CTA pushes into another.
+__device__ __forceinline__ void exchange_init(unsigned long long* barrier) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(shared_address(barrier)) : "memory");
   asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
 }
 
-// Stores `value` at `slot` (a location in this CTA's shared memory) in CTA `rank`.
-__device__ __forceinline__ void exchange_store(float* slot, unsigned rank, float value) {
-  asm volatile("st.shared::cluster.f32 [%0], %1;" ::"r"(peer_address(slot, rank)), "f"(value)
+// The one arrival on this CTA's `barrier` for its current phase, which is complete once `bytes`
+// have been pushed into it (bytes that land first are counted all the same).
+__device__ __forceinline__ void exchange_expect(unsigned long long* barrier, unsigned bytes) {
+  asm volatile(
+      "mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(shared_address(barrier)),
+      "r"(bytes)
+      : "memory");
+}
+
+// Stores `value` at `slot` (a location in this CTA's shared memory) in CTA `rank`, counting its
+// 4 bytes on `barrier` there: a CTA that sees that barrier's phase complete sees the value.
+__device__ __forceinline__ void exchange_push(float* slot, unsigned long long* barrier,
+                                              unsigned rank, float value) {
+  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%0], %1, [%2];" ::"r"(
+                   peer_address(slot, rank)),
+               "r"(__float_as_uint(value)), "r"(peer_address(barrier, rank))
                : "memory");
 }
 
-// Arrives on `barrier` in CTA `rank`; releases this thread's exchange_store()s before it.
-__device__ __forceinline__ void exchange_arrive(unsigned long long* barrier, unsigned rank) {
-  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" ::"r"(
-                   peer_address(barrier, rank))
-               : "memory");
-}
-
-// Waits until the phase of `barrier` with this parity has completed.
+// Waits until the phase of this CTA's `barrier` with this parity has completed.
 __device__ __forceinline__ void exchange_wait(unsigned long long* barrier, unsigned parity) {
   const unsigned address = shared_address(barrier);
   unsigned done;
   do {
     asm volatile(
         "{\n\t.reg .pred ready;\n\t"
-        "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 ready, [%1], %2;\n\t"
+        "mbarrier.try_wait.parity.shared::cta.b64 ready, [%1], %2;\n\t"
         "selp.u32 %0, 1, 0, ready;\n\t}"
         : "=r"(done)
         : "r"(address), "r"(parity)

@@ -27,25 +27,31 @@ void emit_prologue(std::ostream& out, int ctas, std::size_t floats_per_phase, in
       << "  __shared__ unsigned long long tn_exchange_barrier[EXCHANGE_BUFFERS];\n"
       << "  if (threadIdx.x == 0) {\n"
       << "    for (int b = 0; b < EXCHANGE_BUFFERS; ++b)\n"
-      << "      tn::exchange_init(&tn_exchange_barrier[b], CLUSTER);\n"
+      << "      tn::exchange_init(&tn_exchange_barrier[b]);\n"
       << "  }\n"
-      << "  tn::cluster_sync();  // every mbarrier is ready before any CTA arrives on it\n"
+      << "  tn::cluster_sync();  // every mbarrier is ready before any CTA pushes into it\n"
       << "  unsigned tn_pushes = 0, tn_waits = 0;  // exchanges pushed and waited on so far\n";
 }
 
 void emit_exchange_push(std::ostream& out, const std::vector<ClusterReduction>& reductions) {
+  std::size_t floats = 0;
+  for (const ClusterReduction& r : reductions) floats += exchange_floats(r);
   out << "  {\n    float* slots = tn_exchange_slots[tn_pushes % EXCHANGE_BUFFERS];\n"
+      << "    unsigned long long* barrier = &tn_exchange_barrier[tn_pushes % EXCHANGE_BUFFERS];\n"
+      << "    // One thread per CTA announces what its peers push into it.\n"
+      << "    if (threadIdx.x == 0) tn::exchange_expect(barrier, " << floats
+      << " * CLUSTER * sizeof(float));\n"
       << "    if (lane < CLUSTER) {  // thread `lane` pushes this CTA's totals to CTA `lane`\n";
   std::size_t offset = 0;
   for (const ClusterReduction& r : reductions) {
     for (std::size_t f = 0; f < exchange_floats(r); ++f) {
-      out << "      tn::exchange_store(slots + " << offset + f << " * CLUSTER + tn_rank, lane, "
-          << r.accumulator << (r.comoment ? std::string(".") + kComomentFields[f] : "") << ");\n";
+      out << "      tn::exchange_push(slots + " << offset + f
+          << " * CLUSTER + tn_rank, barrier, lane, " << r.accumulator
+          << (r.comoment ? std::string(".") + kComomentFields[f] : "") << ");\n";
     }
     offset += exchange_floats(r);
   }
-  out << "      tn::exchange_arrive(&tn_exchange_barrier[tn_pushes % EXCHANGE_BUFFERS], lane);\n"
-      << "    }\n    ++tn_pushes;\n  }\n";
+  out << "    }\n    ++tn_pushes;\n  }\n";
 }
 
 void emit_exchange_combine(std::ostream& out, const std::vector<ClusterReduction>& reductions) {

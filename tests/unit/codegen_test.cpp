@@ -350,7 +350,10 @@ TEST_CASE("codegen: a cluster kernel splits the row into slices and exchanges ro
   CHECK(contains(kernel.source, "constexpr int EXCHANGE_BUFFERS = 2;"));
   CHECK(contains(kernel.source,
                  "__shared__ float tn_exchange_slots[EXCHANGE_BUFFERS][4 * CLUSTER];"));
-  CHECK(contains(kernel.source, "tn::exchange_store(slots + 3 * CLUSTER + tn_rank, lane, acc"));
+  CHECK(contains(kernel.source,
+                 "tn::exchange_push(slots + 3 * CLUSTER + tn_rank, barrier, lane, acc"));
+  // Each CTA expects its peers' bytes: four floats from each of the CLUSTER CTAs.
+  CHECK(contains(kernel.source, "tn::exchange_expect(barrier, 4 * CLUSTER * sizeof(float));"));
   CHECK(contains(kernel.source,
                  " = tn::combine_comoment_slots<CLUSTER, true, true>(slots + 0 * CLUSTER);"));
   // Each CTA holds the row totals, so one of them writes the statistics.
@@ -423,7 +426,7 @@ TEST_CASE("codegen: a pipelined cluster kernel pushes a row block before finishi
                    "for (long long block = tn_cluster; (block - tn_clusters) * RPC < "
                    "rows; block += tn_clusters) {"));
     const std::size_t first_half = source.find("if (block * RPC < rows) {");
-    const std::size_t push = source.find("tn::exchange_arrive(", first_half);
+    const std::size_t push = source.find("tn::exchange_push(", first_half);
     const std::size_t second_half = source.find("if (block != tn_cluster) {");
     const std::size_t wait = source.find("tn::exchange_wait(", second_half);
     const std::size_t final_pass = source.find("// Final pass", second_half);
