@@ -166,9 +166,24 @@ KernelConfig heuristic_config(const LoweredProgram& program, DType io_dtype, DTy
   // (LayerNorm's dweight and dbias) stages its next row block in shared memory on one CTA.
   const bool stages_rows = persistent && saved_statistics(program) && plan.column_partials >= 2;
   const bool cluster_backward = persistent && chunks > kClusterRowVectors;
-  const bool cluster_forward = !persistent && single_phase && chunks > kForwardClusterRowVectors;
+  // Since the row exchange pushes with st.async (no fence per row; tenth session), a co-moment
+  // forward goes to a cluster from 4096 vectors: LayerNorm bf16 N = 32768 (M = 2048) on 4 x 256
+  // threads, prefetched, 80.8% of the copy ceiling against 75.6% on one CTA of 512 threads.
+  const bool cluster_forward =
+      !persistent && single_phase &&
+      chunks > (comoments ? kForwardClusterRowVectors / 2 : kForwardClusterRowVectors);
+  // A backward with two column sums (LayerNorm's dweight and dbias) keeps half the slice, four
+  // vectors per thread, prefetched (tenth session, tilenorm-tune --show-candidates, bf16,
+  // saved statistics: N = 32768 M = 2048 on 8 x 128 threads 54.9% against 47.2% on 4 x 512 in
+  // registers; 65536 M = 1024 on 16 x 128 48.8% against 44.8%; 131072 M = 512 on 16 x 256 41.0%
+  // against 38.0%; 262144 M = 256 on 16 x 512 31.7% against 29.4%; recomputing, N = 32768 on
+  // 8 x 128 52.9% against 48.1% on 4 x 256, 65536 46.0% either way).
+  const bool two_column_sums = persistent && plan.column_partials >= 2;
   if (limits.clusters && (cluster_backward || cluster_forward)) {
-    const std::int64_t slice_limit = kClusterSliceVectors * (cluster_forward && !comoments ? 2 : 1);
+    const std::int64_t slice_limit = cluster_forward && !comoments ? 2 * kClusterSliceVectors
+                                     : cluster_backward && two_column_sums
+                                         ? kClusterSliceVectors / 2
+                                         : kClusterSliceVectors;
     int ctas = 1;
     while (ctas < kMaxClusterCtas && (chunks + ctas - 1) / ctas > slice_limit) ctas *= 2;
     const std::int64_t slice = (chunks + ctas - 1) / ctas;
@@ -178,18 +193,13 @@ KernelConfig heuristic_config(const LoweredProgram& program, DType io_dtype, DTy
     // (LayerNorm bf16 N = 262144, M = 256; before, 36.5% against 43%). Slices of 1024 threads
     // measured below one CTA per row (27.0%), so longer ones still go there.
     const bool too_long = comoments && slice > 2 * slice_limit;
-    // LayerNorm's saved-statistics backward (two column sums, staged on one CTA) measured
-    // best with two vectors per thread in registers (N = 32768 46.6% against 45.5% with four,
-    // prefetched; 65536 45.0% against 43.1%), where the registers allow. A cluster whose slices
+    // Four vectors per thread, prefetched where the registers allow. A cluster whose slices
     // need more than four vectors per thread is not worth it, and the row goes to one CTA below.
-    const std::array<RowStorage, 2> storages =
-        stages_rows ? std::array{RowStorage::registers, RowStorage::prefetched}
-                    : std::array{RowStorage::prefetched, RowStorage::registers};
-    for (std::int64_t per_thread = stages_rows ? 2 : 4; per_thread <= 4 && !too_long;
-         per_thread *= 2) {
+    if (!too_long) {
+      constexpr std::int64_t per_thread = 4;
       const int threads =
           std::clamp(next_power_of_two((slice + per_thread - 1) / per_thread), 32, 1024);
-      for (RowStorage storage : storages) {
+      for (RowStorage storage : {RowStorage::prefetched, RowStorage::registers}) {
         const KernelConfig config{threads, 1, vec, static_cast<int>(storage), ctas};
         if (fits(config)) return config;
       }

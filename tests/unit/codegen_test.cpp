@@ -908,21 +908,31 @@ TEST_CASE("codegen: with clusters, the heuristic splits long rows") {
     const KernelConfig split = config(DType::bf16, n);
     CHECK(split.threads_per_row * 4 * 8 * split.ctas_per_row == n);
   }
-  // LayerNorm's saved-statistics backward keeps two vectors per thread in registers.
-  const KernelConfig layer_norm_split =
-      heuristic_spec(lowered("layer_norm_backward"), DType::bf16, 65536).config;
-  CHECK(static_cast<RowStorage>(layer_norm_split.row_storage) == RowStorage::registers);
-  CHECK(layer_norm_split.threads_per_row * 2 * 8 * layer_norm_split.ctas_per_row == 65536);
-  // A one-phase forward splits rows past 4096 vectors and prefetches: RMSNorm into slices of
-  // <= 2048 vectors, LayerNorm (whose co-moment combines four floats) of <= 1024; a two-phase
-  // one keeps one CTA per row.
+  // LayerNorm's backwards (two column sums) keep slices of <= 512 vectors, saved statistics
+  // or recomputed, four vectors per thread, prefetched.
+  for (const char* name : {"layer_norm_backward", "layer_norm_backward_recompute"}) {
+    CAPTURE(name);
+    for (std::int64_t n : {32768, 65536, 131072, 262144}) {
+      CAPTURE(n);
+      const KernelConfig split = heuristic_spec(lowered(name), DType::bf16, n).config;
+      CHECK(static_cast<RowStorage>(split.row_storage) == RowStorage::prefetched);
+      CHECK(split.ctas_per_row == std::min<std::int64_t>(16, n / 4096));
+      CHECK(split.threads_per_row * 4 * 8 * split.ctas_per_row == n);
+    }
+  }
+  // A one-phase forward splits rows and prefetches: RMSNorm past 4096 vectors into slices of
+  // <= 2048 vectors, LayerNorm (whose co-moment combines four floats) from 4096 vectors into
+  // slices of <= 1024; a two-phase one keeps one CTA per row.
   for (const char* name : {"rms_norm", "layer_norm"}) {
     CAPTURE(name);
+    const bool rms = std::string(name) == "rms_norm";
     const KernelConfig split = heuristic_spec(lowered(name), DType::bf16, 65536).config;
-    CHECK(split.ctas_per_row == (std::string(name) == "rms_norm" ? 4 : 8));
-    CHECK(split.threads_per_row == (std::string(name) == "rms_norm" ? 512 : 256));
+    CHECK(split.ctas_per_row == (rms ? 4 : 8));
+    CHECK(split.threads_per_row == (rms ? 512 : 256));
     CHECK(static_cast<RowStorage>(split.row_storage) == RowStorage::prefetched);
-    CHECK(heuristic_spec(lowered(name), DType::bf16, 32768).config.ctas_per_row == 1);
+    const KernelConfig at_32768 = heuristic_spec(lowered(name), DType::bf16, 32768).config;
+    CHECK(at_32768.ctas_per_row == (rms ? 1 : 4));
+    CHECK(heuristic_spec(lowered(name), DType::bf16, 16384).config.ctas_per_row == 1);
   }
   const auto two_phases = tilenorm::lower(tilenorm::dsl::make_program("two_phases", [](auto& p) {
     auto x = p.input("x");
