@@ -139,7 +139,13 @@ KernelConfig heuristic_config(const LoweredProgram& program, DType io_dtype, DTy
   // ceiling for LayerNorm, 16 threads 83.9-84.3%; RMSNorm 89.9% against 88.4%).
   const KernelPlan plan = plan_kernels(program);
   const bool persistent = plan.persistent;
-  const int narrowest = std::min(32, next_power_of_two(persistent ? chunks : (chunks + 1) / 2));
+  // A backward with two column sums (LayerNorm's) gives each thread two vectors of a short row
+  // too (tenth session, tilenorm-tune --show-candidates, bf16 N = 128, M = 2^19: 8 threads per
+  // row 83.6-85.7% of the copy ceiling, 16 threads 75-78%); with one (RMSNorm) 16 threads
+  // measured 94.6% in the benchmark.
+  const bool two_column_sums = persistent && plan.column_partials >= 2;
+  const int narrowest =
+      std::min(32, next_power_of_two(persistent && !two_column_sums ? chunks : (chunks + 1) / 2));
   // Long rows split across a cluster (H200, 2026-11-30, tilenorm-tune --show-candidates),
   // four vectors per thread, prefetching the next row's slice:
   // - a backward (which would otherwise spill or re-read its rows) past kClusterRowVectors:
@@ -178,13 +184,15 @@ KernelConfig heuristic_config(const LoweredProgram& program, DType io_dtype, DTy
   // registers; 65536 M = 1024 on 16 x 128 48.8% against 44.8%; 131072 M = 512 on 16 x 256 41.0%
   // against 38.0%; 262144 M = 256 on 16 x 512 31.7% against 29.4%; recomputing, N = 32768 on
   // 8 x 128 52.9% against 48.1% on 4 x 256, 65536 46.0% either way).
-  const bool two_column_sums = persistent && plan.column_partials >= 2;
   if (limits.clusters && (cluster_backward || cluster_forward)) {
     const std::int64_t slice_limit = cluster_forward && !comoments ? 2 * kClusterSliceVectors
                                      : cluster_backward && two_column_sums
                                          ? kClusterSliceVectors / 2
                                          : kClusterSliceVectors;
-    int ctas = 1;
+    // A one-phase forward without co-moments takes the largest cluster (tenth session, bf16:
+    // RMSNorm N = 65536 on 16 x 256 threads 85.6%, 16 x 128 84.5%, against 83.0% on 4 x 512;
+    // 131072 on 16 x 256 87.4% against 84.3% on 8 x 512; 262144 already took 16).
+    int ctas = cluster_forward && !comoments ? kMaxClusterCtas : 1;
     while (ctas < kMaxClusterCtas && (chunks + ctas - 1) / ctas > slice_limit) ctas *= 2;
     const std::int64_t slice = (chunks + ctas - 1) / ctas;
     // A co-moment on slices past the limit (a cluster of 16 is too small) takes 512 threads

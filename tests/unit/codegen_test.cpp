@@ -920,15 +920,15 @@ TEST_CASE("codegen: with clusters, the heuristic splits long rows") {
       CHECK(split.threads_per_row * 4 * 8 * split.ctas_per_row == n);
     }
   }
-  // A one-phase forward splits rows and prefetches: RMSNorm past 4096 vectors into slices of
-  // <= 2048 vectors, LayerNorm (whose co-moment combines four floats) from 4096 vectors into
-  // slices of <= 1024; a two-phase one keeps one CTA per row.
+  // A one-phase forward splits rows and prefetches: RMSNorm past 4096 vectors over a cluster
+  // of 16, LayerNorm (whose co-moment combines four floats) from 4096 vectors into slices of
+  // <= 1024; four vectors per thread; a two-phase one keeps one CTA per row.
   for (const char* name : {"rms_norm", "layer_norm"}) {
     CAPTURE(name);
     const bool rms = std::string(name) == "rms_norm";
     const KernelConfig split = heuristic_spec(lowered(name), DType::bf16, 65536).config;
-    CHECK(split.ctas_per_row == (rms ? 4 : 8));
-    CHECK(split.threads_per_row == (rms ? 512 : 256));
+    CHECK(split.ctas_per_row == (rms ? 16 : 8));
+    CHECK(split.threads_per_row == (rms ? 128 : 256));
     CHECK(static_cast<RowStorage>(split.row_storage) == RowStorage::prefetched);
     const KernelConfig at_32768 = heuristic_spec(lowered(name), DType::bf16, 32768).config;
     CHECK(at_32768.ctas_per_row == (rms ? 1 : 4));
@@ -966,10 +966,14 @@ TEST_CASE(
     CHECK(config.rows_per_cta == c.rows_per_cta);
     CHECK(config.vec == 8);
   }
-  // A backward's short rows keep 256-thread CTAs, one vector per thread at N = 128.
+  // A backward's short rows keep 256-thread CTAs; at N = 128 one vector per thread with one
+  // column sum (RMSNorm), two with two (LayerNorm).
+  const auto rms_backward = heuristic_spec(lowered("rms_norm_backward"), DType::bf16, 128).config;
+  CHECK(rms_backward.threads_per_row == 16);
+  CHECK(rms_backward.rows_per_cta == 16);
   const auto backward = heuristic_spec(lowered("layer_norm_backward"), DType::bf16, 128).config;
-  CHECK(backward.threads_per_row == 16);
-  CHECK(backward.rows_per_cta == 16);
+  CHECK(backward.threads_per_row == 8);
+  CHECK(backward.rows_per_cta == 32);
 }
 
 TEST_CASE("codegen: LayerNorm's forward takes clusters up to slices of 512 threads") {
