@@ -146,17 +146,18 @@ KernelConfig heuristic_config(const LoweredProgram& program, DType io_dtype, DTy
   const bool two_column_sums = persistent && plan.column_partials >= 2;
   const int narrowest =
       std::min(32, next_power_of_two(persistent && !two_column_sums ? chunks : (chunks + 1) / 2));
-  // Long rows split across a cluster (H200, 2026-11-30, tilenorm-tune --show-candidates),
-  // four vectors per thread, prefetching the next row's slice:
-  // - a backward (which would otherwise spill or re-read its rows) past kClusterRowVectors:
-  //   slices of at most kClusterSliceVectors vectors (bf16, M = 2^26 / N, seventh session:
-  //   RMSNorm N = 32768 on 4 x 256 threads 68.5% of the copy ceiling, 62.3% with the earlier
-  //   two vectors per thread in registers; N = 65536 on 8 x 256 64.8% against 58.9%; recomputing
-  //   LayerNorm N = 65536 40.3% against 35.6%);
-  // - a forward with one reduction phase past kForwardClusterRowVectors: slices of at most
-  //   2 * kClusterSliceVectors (RMSNorm N = 65536: 80.9% against 70.5% for one CTA per row), or
-  //   kClusterSliceVectors for a co-moment (below). Forwards with two reduction phases stay on
-  //   one CTA per row (LayerNorm before its co-moment: 59.6% against 55.1% on a cluster).
+  // Long rows split across a thread-block cluster, four vectors per thread, prefetching the
+  // next row's slice where the registers allow (H200, bf16, M = 2^26 / N, tilenorm-tune
+  // --show-candidates; the numbers are % of the copy ceiling):
+  // - a backward (which would otherwise spill or re-read its rows) past kClusterRowVectors, on
+  //   the fewest CTAs whose slices keep at most kClusterSliceVectors vectors (seventh session:
+  //   RMSNorm N = 32768 on 4 x 256 threads 68.5%, 62.3% with two vectors per thread in
+  //   registers; N = 65536 on 8 x 256 64.8% against 58.9%), half that with two column sums;
+  // - a one-phase forward without co-moments past kForwardClusterRowVectors, on a cluster of 16;
+  // - a co-moment forward (LayerNorm's) from kForwardClusterRowVectors, on slices of at most
+  //   kClusterSliceVectors.
+  // Forwards with two reduction phases stay on one CTA per row (LayerNorm before its co-moment:
+  // 59.6% against 55.1% on a cluster).
   const bool single_phase = program.reduction_phases.size() <= 1;
   // A co-moment (LayerNorm's variance) combines four floats per state where a sum combines
   // one: like a second phase, it favours fewer threads per row (H200, bf16, M = 2^26 / N,
@@ -173,11 +174,11 @@ KernelConfig heuristic_config(const LoweredProgram& program, DType io_dtype, DTy
   const bool stages_rows = persistent && saved_statistics(program) && plan.column_partials >= 2;
   const bool cluster_backward = persistent && chunks > kClusterRowVectors;
   // Since the row exchange pushes with st.async (no fence per row; tenth session), a co-moment
-  // forward goes to a cluster from 4096 vectors: LayerNorm bf16 N = 32768 (M = 2048) on 4 x 256
-  // threads, prefetched, 80.8% of the copy ceiling against 75.6% on one CTA of 512 threads.
+  // forward takes a cluster at kForwardClusterRowVectors already: LayerNorm bf16 N = 32768
+  // (M = 2048) on 4 x 256 threads, prefetched, 80.8% against 75.6% on one CTA of 512 threads.
   const bool cluster_forward =
       !persistent && single_phase &&
-      chunks > (comoments ? kForwardClusterRowVectors / 2 : kForwardClusterRowVectors);
+      (comoments ? chunks >= kForwardClusterRowVectors : chunks > kForwardClusterRowVectors);
   // A backward with two column sums (LayerNorm's dweight and dbias) keeps half the slice, four
   // vectors per thread, prefetched (tenth session, tilenorm-tune --show-candidates, bf16,
   // saved statistics: N = 32768 M = 2048 on 8 x 128 threads 54.9% against 47.2% on 4 x 512 in
@@ -185,10 +186,8 @@ KernelConfig heuristic_config(const LoweredProgram& program, DType io_dtype, DTy
   // against 38.0%; 262144 M = 256 on 16 x 512 31.7% against 29.4%; recomputing, N = 32768 on
   // 8 x 128 52.9% against 48.1% on 4 x 256, 65536 46.0% either way).
   if (limits.clusters && (cluster_backward || cluster_forward)) {
-    const std::int64_t slice_limit = cluster_forward && !comoments ? 2 * kClusterSliceVectors
-                                     : cluster_backward && two_column_sums
-                                         ? kClusterSliceVectors / 2
-                                         : kClusterSliceVectors;
+    const std::int64_t slice_limit =
+        cluster_backward && two_column_sums ? kClusterSliceVectors / 2 : kClusterSliceVectors;
     // A one-phase forward without co-moments takes the largest cluster (tenth session, bf16:
     // RMSNorm N = 65536 on 16 x 256 threads 85.6%, 16 x 128 84.5%, against 83.0% on 4 x 512;
     // 131072 on 16 x 256 87.4% against 84.3% on 8 x 512; 262144 already took 16).
