@@ -136,38 +136,42 @@ TEST_CASE("backward: clusters split rows, sum partials per cluster, and match th
       tilenorm::backward(tilenorm::kernels::builtin_program("rms_norm"),
                          {tilenorm::StatisticsMode::recompute}),
       tilenorm::backward(dyt())};
+  // One subcase per program, so that compute-sanitizer can take them one at a time
+  // (--subcase=layer_norm_backward): racecheck on the whole case outlasts a device call.
   for (const auto& program : programs) {
-    const tilenorm::Norm norm = backward_runtime().load(program);
-    for (int ctas : {2, 4, 16}) {
-      for (int storage : {0, 2, 3, 5}) {  // registers, global, prefetched, pipelined
-        for (auto [n, m] :
-             {std::pair<std::int64_t, std::int64_t>{20000, 5}, {20000, 1000}, {65536, 5}}) {
-          const tilenorm::KernelConfig config{256, 1, 8, storage, ctas};
-          const tilenorm::KernelSpec spec{DType::bf16, DType::bf16, n, config};
-          // Invalid here, or more shared memory than a CTA may have: the launch refuses those
-          // by name.
-          if (tilenorm::config_problem(norm.lowered(), spec) ||
-              tilenorm::dynamic_shared_memory_bytes(norm.lowered(), spec) >
-                  backward_runtime().shared_memory_per_block())
-            continue;
-          CAPTURE(program.name);
-          CAPTURE(ctas);
-          CAPTURE(storage);
-          CAPTURE(n);
-          CAPTURE(m);
-          const auto report = tilenorm::check_against_interpreter(
-              norm, {.io_dtype = DType::bf16,
-                     .param_dtype = DType::bf16,
-                     .rows = m,
-                     .cols = n,
-                     .seed = 11u + static_cast<unsigned>(ctas * 7 + storage),
-                     .scalars = program.find_slot("eps") ? std::vector<float>{1e-2f}
-                                                         : std::vector<float>{},
-                     .config = config});
-          INFO(report.describe());
-          CHECK(report.ok());
-          CHECK(report.unwritten == 0);
-          CHECK(report.used.config.ctas_per_row == ctas);
+    SUBCASE(program.name.c_str()) {
+      const tilenorm::Norm norm = backward_runtime().load(program);
+      for (int ctas : {2, 4, 16}) {
+        for (int storage : {0, 2, 3, 5}) {  // registers, global, prefetched, pipelined
+          for (auto [n, m] :
+               {std::pair<std::int64_t, std::int64_t>{20000, 5}, {20000, 1000}, {65536, 5}}) {
+            const tilenorm::KernelConfig config{256, 1, 8, storage, ctas};
+            const tilenorm::KernelSpec spec{DType::bf16, DType::bf16, n, config};
+            // Invalid here, or more shared memory than a CTA may have: the launch refuses those
+            // by name.
+            if (tilenorm::config_problem(norm.lowered(), spec) ||
+                tilenorm::dynamic_shared_memory_bytes(norm.lowered(), spec) >
+                    backward_runtime().shared_memory_per_block())
+              continue;
+            CAPTURE(program.name);
+            CAPTURE(ctas);
+            CAPTURE(storage);
+            CAPTURE(n);
+            CAPTURE(m);
+            const auto report = tilenorm::check_against_interpreter(
+                norm, {.io_dtype = DType::bf16,
+                       .param_dtype = DType::bf16,
+                       .rows = m,
+                       .cols = n,
+                       .seed = 11u + static_cast<unsigned>(ctas * 7 + storage),
+                       .scalars = program.find_slot("eps") ? std::vector<float>{1e-2f}
+                                                           : std::vector<float>{},
+                       .config = config});
+            INFO(report.describe());
+            CHECK(report.ok());
+            CHECK(report.unwritten == 0);
+            CHECK(report.used.config.ctas_per_row == ctas);
+          }
         }
       }
     }
