@@ -18,7 +18,7 @@ void emit_prologue(std::ostream& out, int ctas, std::size_t floats_per_phase, in
   if (floats_per_phase == 0) return;
   // The buffers and their mbarriers are used in turn. With two, a CTA pushes into a buffer
   // again only two exchanges later, after waiting on the exchange in between, which every CTA
-  // arrives on only once it has read this one. A pipelined kernel pushes one exchange ahead of
+  // pushes into only once it has read this one. A pipelined kernel pushes one exchange ahead of
   // its wait, so it needs four: when a CTA pushes exchange k + 2 it has waited on exchange k,
   // so every CTA has pushed exchange k, which each does after reading exchange k - 2.
   out << "  constexpr int EXCHANGE_BUFFERS = " << buffers << ";\n"

@@ -1,7 +1,6 @@
 #include "tilenorm/runtime/heuristics.hpp"
 
 #include <algorithm>
-#include <array>
 #include <cctype>
 #include <string>
 
@@ -171,7 +170,7 @@ KernelConfig heuristic_config(const LoweredProgram& program, DType io_dtype, DTy
   }
   // A persistent kernel (a backward) that reads saved statistics and sums two columns
   // (LayerNorm's dweight and dbias) stages its next row block in shared memory on one CTA.
-  const bool stages_rows = persistent && saved_statistics(program) && plan.column_partials >= 2;
+  const bool stages_rows = two_column_sums && saved_statistics(program);
   const bool cluster_backward = persistent && chunks > kClusterRowVectors;
   // Since the row exchange pushes with st.async (no fence per row; tenth session), a co-moment
   // forward takes a cluster at kForwardClusterRowVectors already: LayerNorm bf16 N = 32768
