@@ -192,21 +192,24 @@ KernelConfig heuristic_config(const LoweredProgram& program, DType io_dtype, DTy
     // 131072 on 16 x 256 87.4% against 84.3% on 8 x 512; 262144 already took 16).
     int ctas = cluster_forward && !comoments ? kMaxClusterCtas : 1;
     while (ctas < kMaxClusterCtas && (chunks + ctas - 1) / ctas > slice_limit) ctas *= 2;
-    const std::int64_t slice = (chunks + ctas - 1) / ctas;
     // A co-moment on slices past the limit (a cluster of 16 is too small) takes 512 threads
     // per CTA: since its variance states shuffle two floats, not four (eighth session), that
     // measured 52.1% of the copy ceiling against 41.6% re-read from L2 by one CTA of 1024
     // (LayerNorm bf16 N = 262144, M = 256; before, 36.5% against 43%). Slices of 1024 threads
     // measured below one CTA per row (27.0%), so longer ones still go there.
-    const bool too_long = comoments && slice > 2 * slice_limit;
     // Four vectors per thread, prefetched where the registers allow. A cluster whose slices
     // need more than four vectors per thread is not worth it, and the row goes to one CTA below.
-    if (!too_long) {
-      constexpr std::int64_t per_thread = 4;
+    // Threads rounded up to a power of two can leave the last CTAs of the cluster without
+    // columns (LayerNorm bf16 N = 20000 on 8 x 128 threads, which config_problem refuses):
+    // then the next smaller cluster.
+    constexpr std::int64_t per_thread = 4;
+    for (int split = ctas; split > 1; split /= 2) {
+      const std::int64_t slice = (chunks + split - 1) / split;
+      if ((comoments && slice > 2 * slice_limit) || slice > per_thread * 1024) break;
       const int threads =
           std::clamp(next_power_of_two((slice + per_thread - 1) / per_thread), 32, 1024);
       for (RowStorage storage : {RowStorage::prefetched, RowStorage::registers}) {
-        const KernelConfig config{threads, 1, vec, static_cast<int>(storage), ctas};
+        const KernelConfig config{threads, 1, vec, static_cast<int>(storage), split};
         if (fits(config)) return config;
       }
     }

@@ -920,6 +920,25 @@ TEST_CASE("codegen: with clusters, the heuristic splits long rows") {
       CHECK(split.threads_per_row * 4 * 8 * split.ctas_per_row == n);
     }
   }
+  // Ragged rows whose rule-sized cluster would leave its last CTAs without columns take the
+  // next smaller cluster, not one CTA (LayerNorm bf16 N = 20000: 8 x 128 threads is refused,
+  // 4 x 256 is not).
+  struct Ragged {
+    const char* kernel;
+    std::int64_t n;
+  };
+  for (const Ragged r : {Ragged{"layer_norm_backward", 16392}, Ragged{"layer_norm_backward", 20000},
+                         Ragged{"layer_norm_backward", 40000}, Ragged{"rms_norm_backward", 20000},
+                         Ragged{"rms_norm_backward", 40000}, Ragged{"rms_norm", 40000},
+                         Ragged{"rms_norm", 100000}}) {
+    CAPTURE(r.kernel);
+    CAPTURE(r.n);
+    const tilenorm::KernelSpec spec = heuristic_spec(lowered(r.kernel), DType::bf16, r.n);
+    CHECK(spec.config.ctas_per_row > 1);
+    CHECK_FALSE(tilenorm::config_problem(lowered(r.kernel), spec).has_value());
+  }
+  CHECK(heuristic_spec(lowered("layer_norm_backward"), DType::bf16, 20000).config.ctas_per_row ==
+        4);
   // A one-phase forward splits rows and prefetches: RMSNorm past 4096 vectors over a cluster
   // of 16, LayerNorm (whose co-moment combines four floats) from 4096 vectors into slices of
   // <= 1024; four vectors per thread; a two-phase one keeps one CTA per row.
