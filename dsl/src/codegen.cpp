@@ -432,11 +432,14 @@ class Emitter {
 
   // ---- Chunks.
   // The first column of this thread's chunk `it` of the row: every chunk column of the
-  // generated code is this expression. A cluster's CTAs each take a slice of the row; peeled
-  // rows shift the chunks left by the row's misalignment (tn_shift), so that all but the head
-  // and the tail are aligned vectors.
+  // generated code is this expression. A cluster's CTAs take turns: sweep `it` covers CLUSTER *
+  // TPR chunks, TPR for each CTA in rank order, so that a row that does not fill the last sweep
+  // leaves every CTA some columns (contiguous slices, rounded up to whole sweeps of one CTA,
+  // could leave the last CTAs none). Peeled rows shift the chunks left by the row's
+  // misalignment (tn_shift), so that all but the head and the tail are aligned vectors.
   std::string chunk_column() const {
-    return std::string(clustered_ ? "tn_slice_start + " : "") + "(it * TPR + lane) * VEC" +
+    return std::string(clustered_ ? "((it * CLUSTER + tn_rank) * TPR + lane) * VEC"
+                                  : "(it * TPR + lane) * VEC") +
            (peel() ? " - tn_shift" : "");
   }
   bool peel() const { return spec_.peel_rows; }
@@ -1590,7 +1593,7 @@ std::optional<std::string> config_problem(const LoweredProgram& lp, const Kernel
            "sums that assume the same columns in every row, which a per-row shift breaks";
   }
   const Geometry g = geometry(spec);
-  if ((c.ctas_per_row - 1) * g.iters * c.threads_per_row >= g.chunks) {
+  if ((c.ctas_per_row - 1) * std::int64_t{c.threads_per_row} >= g.chunks) {
     return "ctas_per_row " + std::to_string(c.ctas_per_row) + " is too many for " +
            std::to_string(g.chunks) + " vectors per row at threads_per_row " +
            std::to_string(c.threads_per_row) + ": the last CTA of a cluster would get no columns";

@@ -11,7 +11,6 @@ void emit_prologue(std::ostream& out, int ctas, std::size_t floats_per_phase, in
       << "  // Launched without clusters of CLUSTER CTAs, the row totals would be wrong: stop.\n"
       << "  if (tn::cluster_ctas() != CLUSTER) __trap();\n"
       << "  const unsigned tn_rank = tn::cluster_rank();\n"
-      << "  const int tn_slice_start = static_cast<int>(tn_rank) * (ITERS * TPR * VEC);\n"
       << "  // Clusters are 1-D along x and the grid is a multiple of them.\n"
       << "  const long long tn_cluster = blockIdx.x / CLUSTER;\n"
       << "  const long long tn_clusters = gridDim.x / CLUSTER;\n";

@@ -199,9 +199,8 @@ KernelConfig heuristic_config(const LoweredProgram& program, DType io_dtype, DTy
     // measured below one CTA per row (27.0%), so longer ones still go there.
     // Four vectors per thread, prefetched where the registers allow. A cluster whose slices
     // need more than four vectors per thread is not worth it, and the row goes to one CTA below.
-    // Threads rounded up to a power of two can leave the last CTAs of the cluster without
-    // columns (LayerNorm bf16 N = 20000 on 8 x 128 threads, which config_problem refuses):
-    // then the next smaller cluster.
+    // A cluster too large for its threads leaves its last CTAs without columns (which
+    // config_problem refuses): then the next smaller cluster.
     constexpr std::int64_t per_thread = 4;
     for (int split = ctas; split > 1; split /= 2) {
       const std::int64_t slice = (chunks + split - 1) / split;

@@ -328,7 +328,7 @@ TEST_CASE("codegen: plan_kernels counts the partial sums and sizes the workspace
   CHECK(contains(kernel.source, "float sc_alpha"));
 }
 
-TEST_CASE("codegen: a cluster kernel splits the row into slices and exchanges row totals") {
+TEST_CASE("codegen: a cluster kernel deals the row to its CTAs and exchanges row totals") {
   KernelConfig clustered = config(256, 1, 8, RowStorage::registers);
   clustered.ctas_per_row = 4;
   const auto kernel =
@@ -339,7 +339,7 @@ TEST_CASE("codegen: a cluster kernel splits the row into slices and exchanges ro
   CHECK(contains(kernel.source, std::string(tilenorm::device_prelude_sm90())));
   CHECK(contains(kernel.source, "constexpr int CLUSTER = 4;"));
   CHECK(contains(kernel.source, "if (tn::cluster_ctas() != CLUSTER) __trap();"));
-  CHECK(contains(kernel.source, "const int c0 = tn_slice_start + (it * TPR + lane) * VEC;"));
+  CHECK(contains(kernel.source, "const int c0 = ((it * CLUSTER + tn_rank) * TPR + lane) * VEC;"));
   // LayerNorm's statistics in one phase (a co-moment): one exchange per row, one mbarrier
   // wait, pushing the co-moment's four fields.
   std::size_t waits = 0;
@@ -920,9 +920,10 @@ TEST_CASE("codegen: with clusters, the heuristic splits long rows") {
       CHECK(split.threads_per_row * 4 * 8 * split.ctas_per_row == n);
     }
   }
-  // Ragged rows whose rule-sized cluster would leave its last CTAs without columns take the
-  // next smaller cluster, not one CTA (LayerNorm bf16 N = 20000: 8 x 128 threads is refused,
-  // 4 x 256 is not).
+  // Ragged rows take the rule-sized cluster, not one CTA: its CTAs take turns over the row's
+  // chunks, so none is left without columns (LayerNorm bf16 N = 20000 on 8 x 128 threads; with
+  // contiguous slices its eighth CTA had none, and N = 100000 fell to one CTA re-reading its
+  // row from global memory).
   struct Ragged {
     const char* kernel;
     std::int64_t n;
@@ -930,7 +931,8 @@ TEST_CASE("codegen: with clusters, the heuristic splits long rows") {
   for (const Ragged r : {Ragged{"layer_norm_backward", 16392}, Ragged{"layer_norm_backward", 20000},
                          Ragged{"layer_norm_backward", 40000}, Ragged{"rms_norm_backward", 20000},
                          Ragged{"rms_norm_backward", 40000}, Ragged{"rms_norm", 40000},
-                         Ragged{"rms_norm", 100000}}) {
+                         Ragged{"rms_norm", 100000}, Ragged{"layer_norm_backward", 100000},
+                         Ragged{"rms_norm_backward", 100000}, Ragged{"layer_norm", 100000}}) {
     CAPTURE(r.kernel);
     CAPTURE(r.n);
     const tilenorm::KernelSpec spec = heuristic_spec(lowered(r.kernel), DType::bf16, r.n);
@@ -938,7 +940,7 @@ TEST_CASE("codegen: with clusters, the heuristic splits long rows") {
     CHECK_FALSE(tilenorm::config_problem(lowered(r.kernel), spec).has_value());
   }
   CHECK(heuristic_spec(lowered("layer_norm_backward"), DType::bf16, 20000).config.ctas_per_row ==
-        4);
+        8);
   // A one-phase forward splits rows and prefetches: RMSNorm past 4096 vectors over a cluster
   // of 16, LayerNorm (whose co-moment combines four floats) from 4096 vectors into slices of
   // <= 1024; four vectors per thread; a two-phase one keeps one CTA per row.
