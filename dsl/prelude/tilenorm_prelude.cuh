@@ -231,17 +231,18 @@ __device__ __forceinline__ void store_chunk(T* row, int col0, const float (&in)[
 // shifts its chunks left by the row's misalignment: col0 is negative for the head chunk, may
 // run past N for the tail chunk, and is V-aligned in memory for all of them. A chunk inside
 // [0, N) moves as one vector; the head and the tail move element by element and touch nothing
-// outside [0, N). Columns outside the row read as 0.
+// outside [0, N). Columns outside the row read as 0. `interior` says the chunk is inside the
+// row for every thread (known when the kernel is generated), so the test folds away.
 template <int V, int N>
 __device__ __forceinline__ bool chunk_inside(int col0) {
   return col0 >= 0 && col0 + V <= N;
 }
 
 template <class T, int V, int N>
-__device__ __forceinline__ typename RawVector<sizeof(T) * V>::type fetch_chunk_peeled(const T* row,
-                                                                                      int col0) {
+__device__ __forceinline__ typename RawVector<sizeof(T) * V>::type fetch_chunk_peeled(
+    const T* row, int col0, bool interior) {
   Chunk<T, V> c;
-  if (chunk_inside<V, N>(col0)) {
+  if (interior || chunk_inside<V, N>(col0)) {
     c.raw = *reinterpret_cast<const typename RawVector<sizeof(T) * V>::type*>(row + col0);
   } else {
 #pragma unroll
@@ -254,17 +255,18 @@ __device__ __forceinline__ typename RawVector<sizeof(T) * V>::type fetch_chunk_p
 }
 
 template <class T, int V, int N>
-__device__ __forceinline__ void load_chunk_peeled(const T* row, int col0, float (&out)[V]) {
-  unpack_chunk<T, V>(fetch_chunk_peeled<T, V, N>(row, col0), out);
+__device__ __forceinline__ void load_chunk_peeled(const T* row, int col0, float (&out)[V],
+                                                  bool interior) {
+  unpack_chunk<T, V>(fetch_chunk_peeled<T, V, N>(row, col0, interior), out);
 }
 
 // As load_chunk_peeled, and also keeps the whole chunk (zeros outside the row) at `stash`, the
 // chunk's own V-aligned place in the shared-memory stash.
 template <class T, int V, int N>
 __device__ __forceinline__ void load_chunk_and_stash_peeled(const T* row, T* stash, int col0,
-                                                            float (&out)[V]) {
+                                                            float (&out)[V], bool interior) {
   typedef typename RawVector<sizeof(T) * V>::type Raw;
-  const Raw raw = fetch_chunk_peeled<T, V, N>(row, col0);
+  const Raw raw = fetch_chunk_peeled<T, V, N>(row, col0, interior);
   *reinterpret_cast<Raw*>(stash) = raw;
   unpack_chunk<T, V>(raw, out);
 }
@@ -277,11 +279,12 @@ __device__ __forceinline__ void load_stashed_chunk(const T* stash, float (&out)[
 
 // Stores the elements of the chunk at col0 that lie in [0, N).
 template <class T, int V, int N>
-__device__ __forceinline__ void store_chunk_peeled(T* row, int col0, const float (&in)[V]) {
+__device__ __forceinline__ void store_chunk_peeled(T* row, int col0, const float (&in)[V],
+                                                   bool interior) {
   Chunk<T, V> c;
 #pragma unroll
   for (int v = 0; v < V; ++v) c.element[v] = from_float<T>(in[v]);
-  if (chunk_inside<V, N>(col0)) {
+  if (interior || chunk_inside<V, N>(col0)) {
     *reinterpret_cast<typename RawVector<sizeof(T) * V>::type*>(row + col0) = c.raw;
   } else {
 #pragma unroll
@@ -410,24 +413,28 @@ __device__ __forceinline__ Comoment comoment_identity() {
   return {0.0f, 0.0f, 0.0f, 0.0f};
 }
 
+// What the code generator knows of the counts of the states a row combines: all equal (every
+// thread holds the same number of columns: the weights are 1/2, with no division), all positive
+// (every thread holds a column: no test for empty states), or any.
+enum class Counts { equal, positive, any };
+
 // Symmetric bit for bit (explicit roundings: an FMA would depend on the operand order), so
-// every lane of a butterfly ends with the same state. Equal: both states count the same
-// columns (every thread holds whole chunks), so the weights are 1/2 and need no division.
-// Same: a variance (both operands one tile), whose two averages are one.
-template <bool Equal, bool Same = false>
+// every lane of a butterfly ends with the same state. Same: a variance (both operands one
+// tile), whose two averages are one.
+template <Counts C, bool Same = false>
 __device__ __forceinline__ Comoment combine_comoments(const Comoment& x, const Comoment& y) {
   const float da = __fsub_rn(y.avg_a, x.avg_a);
   const float db = Same ? da : __fsub_rn(y.avg_b, x.avg_b);
   Comoment r;
   r.n = __fadd_rn(x.n, y.n);
-  if (Equal) {
+  if (C == Counts::equal) {
     r.avg_a = __fmul_rn(__fadd_rn(x.avg_a, y.avg_a), 0.5f);
     r.avg_b = Same ? r.avg_a : __fmul_rn(__fadd_rn(x.avg_b, y.avg_b), 0.5f);
     r.c = __fadd_rn(__fadd_rn(x.c, y.c), __fmul_rn(__fmul_rn(da, db), __fmul_rn(x.n, 0.5f)));
     return r;
   }
-  if (y.n == 0.0f) return x;
-  if (x.n == 0.0f) return y;
+  if (C == Counts::any && y.n == 0.0f) return x;
+  if (C == Counts::any && x.n == 0.0f) return y;
   const float inv = __fdividef(1.0f, r.n);  // no slow path: a count is a positive integer <= N
   const float wx = __fmul_rn(x.n, inv), wy = __fmul_rn(y.n, inv);
   r.avg_a = __fadd_rn(__fmul_rn(x.avg_a, wx), __fmul_rn(y.avg_a, wy));
@@ -437,18 +444,18 @@ __device__ __forceinline__ Comoment combine_comoments(const Comoment& x, const C
   return r;
 }
 
-// Shuffles only what differs between the lanes: with Equal the partner's count is this lane's,
-// and with Same its second average is its first.
-template <int Width, bool Equal, bool Same = false>
+// Shuffles only what differs between the lanes: with equal counts the partner's count is this
+// lane's, and with Same its second average is its first.
+template <int Width, Counts C, bool Same = false>
 __device__ __forceinline__ Comoment comoment_allreduce(Comoment s) {
 #pragma unroll
   for (int offset = Width / 2; offset > 0; offset /= 2) {
     Comoment other;
-    other.n = Equal ? s.n : __shfl_xor_sync(0xffffffffu, s.n, offset);
+    other.n = C == Counts::equal ? s.n : __shfl_xor_sync(0xffffffffu, s.n, offset);
     other.avg_a = __shfl_xor_sync(0xffffffffu, s.avg_a, offset);
     other.avg_b = Same ? other.avg_a : __shfl_xor_sync(0xffffffffu, s.avg_b, offset);
     other.c = __shfl_xor_sync(0xffffffffu, s.c, offset);
-    s = combine_comoments<Equal, Same>(s, other);
+    s = combine_comoments<C, Same>(s, other);
   }
   return s;
 }
@@ -461,15 +468,15 @@ __device__ __forceinline__ Comoment load_comoment(const float* fields, int field
 // Combines Count states (a power of two, at most 32) that every lane can load: lane i loads
 // state i % Count, and a butterfly over groups of Count lanes leaves every lane with the
 // total, log2(Count) combines deep, with pairs of equal counts at every level.
-template <int Count, bool Equal, bool Same, class Load>
+template <int Count, Counts C, bool Same, class Load>
 __device__ __forceinline__ Comoment combine_comoment_states(Load state) {
-  return comoment_allreduce<Count, Equal, Same>(state(static_cast<int>(threadIdx.x % 32) % Count));
+  return comoment_allreduce<Count, C, Same>(state(static_cast<int>(threadIdx.x % 32) % Count));
 }
 
 // Combines `Count` per-warp states, each stored as consecutive fields, `stride` floats apart.
-template <int Count, bool Equal, bool Same = false>
+template <int Count, Counts C, bool Same = false>
 __device__ __forceinline__ Comoment combine_comoment_partials(const float* partials, int stride) {
-  return combine_comoment_states<Count, Equal, Same>(
+  return combine_comoment_states<Count, C, Same>(
       [&](int i) { return load_comoment(partials + i * stride, 1); });
 }
 

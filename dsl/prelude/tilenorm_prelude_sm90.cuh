@@ -99,9 +99,9 @@ __device__ __forceinline__ float combine_slots(const float* slots) {
 }
 
 // Combines Count co-moment states; field f of rank r is at slots[f * Count + r].
-template <int Count, bool Equal, bool Same = false>
+template <int Count, Counts C, bool Same = false>
 __device__ __forceinline__ Comoment combine_comoment_slots(const float* slots) {
-  return combine_comoment_states<Count, Equal, Same>(
+  return combine_comoment_states<Count, C, Same>(
       [&](int rank) { return load_comoment(slots + rank, Count); });
 }
 

@@ -452,8 +452,22 @@ class Emitter {
         std::int64_t{spec_.config.threads_per_row} * std::max(1, spec_.config.ctas_per_row);
     return !peel() && geo_.iters * threads * spec_.config.vec == spec_.n;
   }
-  std::string chunk_in_row() const { return covers_row_exactly() ? "true" : "c0 < N"; }
-  std::string and_chunk_in_row() const { return covers_row_exactly() ? "" : " && c0 < N"; }
+  // Sweeps (it) before FULL_ITERS lie wholly inside the row for every thread, so only the
+  // later ones test their chunks: the test folds away in the unrolled loops.
+  std::int64_t full_iters() const {
+    const std::int64_t threads =
+        std::int64_t{spec_.config.threads_per_row} * std::max(1, spec_.config.ctas_per_row);
+    return spec_.n / spec_.config.vec / threads;
+  }
+  std::string chunk_in_row() const {
+    return covers_row_exactly() ? "true" : "(it < FULL_ITERS || c0 < N)";
+  }
+  std::string and_chunk_in_row() const {
+    return covers_row_exactly() ? "" : " && " + chunk_in_row();
+  }
+  // For a peeled row's loads and stores: whether chunk `it` is a whole vector inside the row
+  // for every thread (the first sweep holds the head).
+  std::string peeled_interior() const { return "it > 0 && it < FULL_ITERS"; }
   // Where chunk c0 sits in a row's shared-memory stash: at its chunk index times VEC, which
   // for peeled rows is not its column.
   std::string stash_offset() const { return peel() ? "(c0 + tn_shift)" : "c0"; }
@@ -593,6 +607,9 @@ class Emitter {
          << "  constexpr int TPR = " << c.threads_per_row << ";  // threads per row\n"
          << "  constexpr int RPC = " << c.rows_per_cta << ";  // rows per CTA\n"
          << "  constexpr int ITERS = " << geo_.iters << ";  // vectors per thread\n"
+         << (covers_row_exactly() ? ""
+                                  : "  constexpr int FULL_ITERS = " + std::to_string(full_iters()) +
+                                        ";  // sweeps wholly inside the row\n")
          << "  const int lane = threadIdx.x % TPR;\n"
          << "  const int row_in_cta = threadIdx.x / TPR;\n";
     if (clustered_) {
@@ -664,7 +681,8 @@ class Emitter {
     }
     out_ << "  if (row_in_cta == 0) {\n    for (int it = 0; it < ITERS; ++it) {\n"
          << "      const int c0 = " << chunk_column() << ";\n"
-         << (covers_row_exactly() ? "" : "      if (c0 >= N) break;\n") << copies.str()
+         << (covers_row_exactly() ? "" : "      if (!" + chunk_in_row() + ") break;\n")
+         << copies.str()
          << "    }\n  }\n  __syncthreads();\n";
   }
   // Where this thread's chunk `it` of column parameter `slot` sits in its shared copy.
@@ -894,7 +912,8 @@ class Emitter {
       } else {
         out_ << "    in" << i << "_raw[it] = row_valid" << and_chunk_in_row()
              << " ? tn::fetch_chunk" << (peel() ? "_peeled<" : "<") << slot_type(s)
-             << ", VEC, N>(row" << i << ", c0) : tn::raw_zero<" << slot_type(s) << ", VEC>();\n";
+             << ", VEC, N>(row" << i << ", c0" << (peel() ? ", " + peeled_interior() : "")
+             << ") : tn::raw_zero<" << slot_type(s) << ", VEC>();\n";
       }
     }
     out_ << "  }\n";
@@ -1009,7 +1028,7 @@ class Emitter {
     for (std::size_t i : outputs) {
       out_ << "      if (row_valid) tn::store_chunk" << (peel() ? "_peeled<" : "<")
            << slot_type(slot(static_cast<int>(i))) << ", VEC, N>(row" << i << ", c0, out" << i
-           << ");\n";
+           << (peel() ? ", " + peeled_interior() : "") << ");\n";
     }
     out_ << "    }\n  }\n";
     note_pass_inputs(nodes, final_pass);
@@ -1022,14 +1041,22 @@ class Emitter {
   // rows, before 0.
   std::string column_mask() const {
     const bool ragged = spec_.n % spec_.config.vec != 0;
-    return peel() ? "if (c0 + v >= 0 && c0 + v < N) " : ragged ? "if (c0 + v < N) " : "";
+    return peel()   ? "if ((it > 0 || c0 + v >= 0) && (it < FULL_ITERS || c0 + v < N)) "
+           : ragged ? "if (it < FULL_ITERS || c0 + v < N) "
+                    : "";
   }
 
-  // The prelude's template flags for combining co-moment r's states: Equal (every thread
-  // holds the same number of columns) and Same (a variance: one operand twice).
+  // The prelude's template flags for combining co-moment r's states: tn::Counts (equal when
+  // every thread holds the same number of columns; positive when each holds some, which a
+  // first sweep wholly inside the row gives every thread) and Same (a variance: one operand
+  // twice).
+  std::string comoment_counts() const {
+    return covers_row_exactly() ? "tn::Counts::equal"
+           : full_iters() > 0   ? "tn::Counts::positive"
+                                : "tn::Counts::any";
+  }
   std::string comoment_flags(NodeId r) const {
-    return std::string(covers_row_exactly() ? "true" : "false") + ", " +
-           (is_variance(r) ? "true" : "false");
+    return comoment_counts() + ", " + (is_variance(r) ? "true" : "false");
   }
   bool is_variance(NodeId r) const { return g_.node(r).args[0] == g_.node(r).args[1]; }
   // Whether one warp's shuffles reach every column of a row (no barrier, no cluster exchange).
@@ -1135,8 +1162,8 @@ class Emitter {
     out_ << "      float in" << i << "[VEC];\n";
     if (storage_ == RowStorage::shared && !stashed_[index] && peel()) {
       out_ << "      if (row_valid) tn::load_chunk_and_stash_peeled<" << t << ", VEC, N>(row" << i
-           << ", stash" << i << " + " << stash_offset() << ", c0, in" << i
-           << ");\n      else tn::zero(in" << i << ");\n";
+           << ", stash" << i << " + " << stash_offset() << ", c0, in" << i << ", "
+           << peeled_interior() << ");\n      else tn::zero(in" << i << ");\n";
       stashed_[index] = true;
     } else if (storage_ == RowStorage::shared && !stashed_[index]) {
       out_ << "      if (row_valid) tn::load_chunk_and_stash<" << t << ", VEC, N>(row" << i
@@ -1152,7 +1179,8 @@ class Emitter {
            << i << ");\n      else tn::zero(in" << i << ");\n";
     } else {
       out_ << "      if (row_valid) tn::load_chunk" << (peel() ? "_peeled<" : "<") << t
-           << ", VEC, N>(row" << i << ", c0, in" << i << ");\n      else tn::zero(in" << i
+           << ", VEC, N>(row" << i << ", c0, in" << i
+           << (peel() ? ", " + peeled_interior() : "") << ");\n      else tn::zero(in" << i
            << ");\n";
     }
   }
@@ -1217,7 +1245,7 @@ class Emitter {
     std::vector<codegen_sm90::ClusterReduction> combined;
     for (NodeId r : reductions) {
       combined.push_back({"acc" + std::to_string(r), reduce_op_constant(g_.node(r).op),
-                          is_comoment(r), covers_row_exactly(), is_comoment(r) && is_variance(r)});
+                          is_comoment(r), comoment_counts(), is_comoment(r) && is_variance(r)});
     }
     return combined;
   }

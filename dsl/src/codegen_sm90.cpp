@@ -63,7 +63,7 @@ void emit_exchange_combine(std::ostream& out, const std::vector<ClusterReduction
     out << "    " << r.accumulator << " = "
         << (r.comoment
                 ? std::string("tn::combine_comoment_slots<CLUSTER, ") +
-                      (r.equal_counts ? "true, " : "false, ") + (r.variance ? "true>" : "false>")
+                      r.counts + ", " + (r.variance ? "true>" : "false>")
                 : "tn::combine_slots<" + r.op + ", CLUSTER>")
         << "(slots + " << offset << " * CLUSTER);\n";
     offset += exchange_floats(r);

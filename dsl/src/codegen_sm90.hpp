@@ -19,7 +19,8 @@ struct ClusterReduction {
   std::string accumulator;
   std::string op;
   bool comoment = false;
-  bool equal_counts = false;  // a co-moment whose CTAs all hold the same number of columns
+  // A co-moment's tn::Counts: what is known of the number of columns of each CTA.
+  std::string counts = "tn::Counts::any";
   bool variance = false;      // a co-moment of one operand with itself
 };
 

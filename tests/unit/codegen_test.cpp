@@ -355,7 +355,20 @@ TEST_CASE("codegen: a cluster kernel deals the row to its CTAs and exchanges row
   // Each CTA expects its peers' bytes: four floats from each of the CLUSTER CTAs.
   CHECK(contains(kernel.source, "tn::exchange_expect(barrier, 4 * CLUSTER * sizeof(float));"));
   CHECK(contains(kernel.source,
-                 " = tn::combine_comoment_slots<CLUSTER, true, true>(slots + 0 * CLUSTER);"));
+                 " = tn::combine_comoment_slots<CLUSTER, tn::Counts::equal, true>(slots + 0 * CLUSTER);"));
+  // A ragged row: the first two sweeps lie inside the row for every thread (no chunk tests),
+  // and every thread holds columns, so co-moment states combine without testing for empty ones;
+  // a row shorter than one sweep may leave threads empty.
+  const auto ragged =
+      tilenorm::generate_cuda(lowered("layer_norm"), {DType::bf16, DType::bf16, 40000, clustered});
+  CHECK(contains(ragged.source, "constexpr int FULL_ITERS = 4;"));
+  CHECK(contains(ragged.source, "(it < FULL_ITERS || c0 < N)"));
+  CHECK(contains(ragged.source, "tn::combine_comoment_slots<CLUSTER, tn::Counts::positive, true>"));
+  CHECK(contains(ragged.source, "tn::comoment_allreduce<32, tn::Counts::positive, true>"));
+  const auto short_row =
+      tilenorm::generate_cuda(lowered("layer_norm"), {DType::bf16, DType::bf16, 7992, clustered});
+  CHECK(contains(short_row.source, "constexpr int FULL_ITERS = 0;"));
+  CHECK(contains(short_row.source, "tn::combine_comoment_slots<CLUSTER, tn::Counts::any, true>"));
   // Each CTA holds the row totals, so one of them writes the statistics.
   CHECK(contains(kernel.source, "lane == 0 && tn::cluster_rank() == 0"));
   // Slices of 4 * 256 * 8 columns: 4 vectors per thread.
@@ -1357,15 +1370,15 @@ TEST_CASE("codegen: peeled rows shift their chunks and load the ends element by 
                  "const int tn_shift = static_cast<int>(reinterpret_cast<unsigned long "
                  "long>(row0) / sizeof(tn::bf16) % VEC);"));
   CHECK(contains(text, "const int c0 = (it * TPR + lane) * VEC - tn_shift;"));
-  CHECK(contains(text, "tn::fetch_chunk_peeled<tn::bf16, VEC, N>(row0, c0)"));
+  CHECK(contains(text, "tn::fetch_chunk_peeled<tn::bf16, VEC, N>(row0, c0, it > 0 && it < FULL_ITERS)"));
   CHECK(contains(text, "tn::load_column_chunk_peeled<tn::bf16, VEC, N>(p_weight, c0, col"));
   CHECK(contains(text, "tn::store_chunk_peeled<tn::bf16, VEC, N>("));
   // Reductions skip the head's columns before 0 as well as the tail's past N (LayerNorm's
   // statistics are one co-moment, which takes the chunk's columns inside the row).
-  CHECK(contains(text, "if (c0 + v >= 0 && c0 + v < N) {"));
+  CHECK(contains(text, "if ((it > 0 || c0 + v >= 0) && (it < FULL_ITERS || c0 + v < N)) {"));
   CHECK(contains(text, "_n += 1.0f;"));
   const std::string rms = kernel_text(tilenorm::generate_cuda(lowered("rms_norm"), peeled));
-  CHECK(contains(rms, "if (c0 + v >= 0 && c0 + v < N) acc"));
+  CHECK(contains(rms, "if ((it > 0 || c0 + v >= 0) && (it < FULL_ITERS || c0 + v < N)) acc"));
   // 4097 columns shifted by up to 7 take 513 chunks: 5 per thread.
   CHECK(contains(text, "constexpr int ITERS = 5;"));
   // Without peeling nothing of it is generated, and the chunk column is the plain one.
@@ -1396,7 +1409,7 @@ TEST_CASE("codegen: a peeled shared-memory stash is laid out by chunk, not by co
   const std::string text = kernel_text(kernel);
   CHECK(contains(text,
                  "tn::load_chunk_and_stash_peeled<tn::bf16, VEC, N>(row0, stash0 + (c0 + "
-                 "tn_shift), c0, in0)"));
+                 "tn_shift), c0, in0, it > 0 && it < FULL_ITERS)"));
   CHECK(contains(text, "tn::load_stashed_chunk<tn::bf16, VEC>(stash0 + (c0 + tn_shift), in0)"));
   // (2047 + 7) / 8 rounded up: 257 chunks of 8 bf16 values per row, 2 rows.
   CHECK(kernel.dynamic_shared_bytes == 257 * 8 * 2 * 2);
@@ -1404,7 +1417,7 @@ TEST_CASE("codegen: a peeled shared-memory stash is laid out by chunk, not by co
   // Global storage re-reads the row with the same peeled loads.
   const auto global = kernel_text(tilenorm::generate_cuda(
       program, {DType::bf16, DType::bf16, 2047, config(256, 2, 8, RowStorage::global), true}));
-  CHECK(contains(global, "tn::load_chunk_peeled<tn::bf16, VEC, N>(row0, c0, in0)"));
+  CHECK(contains(global, "tn::load_chunk_peeled<tn::bf16, VEC, N>(row0, c0, in0, it > 0 && it < FULL_ITERS)"));
 }
 
 TEST_CASE("codegen: persistent kernels cannot peel their rows") {
