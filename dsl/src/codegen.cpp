@@ -448,17 +448,15 @@ class Emitter {
   // holds the same number of columns, so co-moment states combine with equal counts (no
   // division).
   bool covers_row_exactly() const {
-    const std::int64_t threads =
-        std::int64_t{spec_.config.threads_per_row} * std::max(1, spec_.config.ctas_per_row);
-    return !peel() && geo_.iters * threads * spec_.config.vec == spec_.n;
+    return !peel() && geo_.iters * sweep_chunks() * spec_.config.vec == spec_.n;
   }
-  // Sweeps (it) before FULL_ITERS lie wholly inside the row for every thread, so only the
-  // later ones test their chunks: the test folds away in the unrolled loops.
-  std::int64_t full_iters() const {
-    const std::int64_t threads =
-        std::int64_t{spec_.config.threads_per_row} * std::max(1, spec_.config.ctas_per_row);
-    return spec_.n / spec_.config.vec / threads;
+  // The chunks one sweep (it) covers: every thread of the row, on every CTA of a cluster.
+  std::int64_t sweep_chunks() const {
+    return std::int64_t{spec_.config.threads_per_row} * std::max(1, spec_.config.ctas_per_row);
   }
+  // Sweeps before FULL_ITERS lie wholly inside the row for every thread, so only the later
+  // ones test their chunks: the test folds away in the unrolled loops.
+  std::int64_t full_iters() const { return spec_.n / spec_.config.vec / sweep_chunks(); }
   std::string chunk_in_row() const {
     return covers_row_exactly() ? "true" : "(it < FULL_ITERS || c0 < N)";
   }
