@@ -680,8 +680,7 @@ class Emitter {
     out_ << "  if (row_in_cta == 0) {\n    for (int it = 0; it < ITERS; ++it) {\n"
          << "      const int c0 = " << chunk_column() << ";\n"
          << (covers_row_exactly() ? "" : "      if (!" + chunk_in_row() + ") break;\n")
-         << copies.str()
-         << "    }\n  }\n  __syncthreads();\n";
+         << copies.str() << "    }\n  }\n  __syncthreads();\n";
   }
   // Where this thread's chunk `it` of column parameter `slot` sits in its shared copy.
   static std::string column_stash_chunk(std::size_t slot) {
@@ -1177,9 +1176,8 @@ class Emitter {
            << i << ");\n      else tn::zero(in" << i << ");\n";
     } else {
       out_ << "      if (row_valid) tn::load_chunk" << (peel() ? "_peeled<" : "<") << t
-           << ", VEC, N>(row" << i << ", c0, in" << i
-           << (peel() ? ", " + peeled_interior() : "") << ");\n      else tn::zero(in" << i
-           << ");\n";
+           << ", VEC, N>(row" << i << ", c0, in" << i << (peel() ? ", " + peeled_interior() : "")
+           << ");\n      else tn::zero(in" << i << ");\n";
     }
   }
 

@@ -61,10 +61,9 @@ void emit_exchange_combine(std::ostream& out, const std::vector<ClusterReduction
   std::size_t offset = 0;
   for (const ClusterReduction& r : reductions) {
     out << "    " << r.accumulator << " = "
-        << (r.comoment
-                ? std::string("tn::combine_comoment_slots<CLUSTER, ") +
-                      r.counts + ", " + (r.variance ? "true>" : "false>")
-                : "tn::combine_slots<" + r.op + ", CLUSTER>")
+        << (r.comoment ? std::string("tn::combine_comoment_slots<CLUSTER, ") + r.counts + ", " +
+                             (r.variance ? "true>" : "false>")
+                       : "tn::combine_slots<" + r.op + ", CLUSTER>")
         << "(slots + " << offset << " * CLUSTER);\n";
     offset += exchange_floats(r);
   }

@@ -21,7 +21,7 @@ struct ClusterReduction {
   bool comoment = false;
   // A co-moment's tn::Counts: what is known of the number of columns of each CTA.
   std::string counts = "tn::Counts::any";
-  bool variance = false;      // a co-moment of one operand with itself
+  bool variance = false;  // a co-moment of one operand with itself
 };
 
 // The floats a reduction's state takes in an exchange: 1, or a co-moment's 4 fields.

@@ -354,8 +354,9 @@ TEST_CASE("codegen: a cluster kernel deals the row to its CTAs and exchanges row
                  "tn::exchange_push(slots + 3 * CLUSTER + tn_rank, barrier, lane, acc"));
   // Each CTA expects its peers' bytes: four floats from each of the CLUSTER CTAs.
   CHECK(contains(kernel.source, "tn::exchange_expect(barrier, 4 * CLUSTER * sizeof(float));"));
-  CHECK(contains(kernel.source,
-                 " = tn::combine_comoment_slots<CLUSTER, tn::Counts::equal, true>(slots + 0 * CLUSTER);"));
+  CHECK(contains(
+      kernel.source,
+      " = tn::combine_comoment_slots<CLUSTER, tn::Counts::equal, true>(slots + 0 * CLUSTER);"));
   // A ragged row: the first two sweeps lie inside the row for every thread (no chunk tests),
   // and every thread holds columns, so co-moment states combine without testing for empty ones;
   // a row shorter than one sweep may leave threads empty.
@@ -1370,7 +1371,8 @@ TEST_CASE("codegen: peeled rows shift their chunks and load the ends element by 
                  "const int tn_shift = static_cast<int>(reinterpret_cast<unsigned long "
                  "long>(row0) / sizeof(tn::bf16) % VEC);"));
   CHECK(contains(text, "const int c0 = (it * TPR + lane) * VEC - tn_shift;"));
-  CHECK(contains(text, "tn::fetch_chunk_peeled<tn::bf16, VEC, N>(row0, c0, it > 0 && it < FULL_ITERS)"));
+  CHECK(contains(text,
+                 "tn::fetch_chunk_peeled<tn::bf16, VEC, N>(row0, c0, it > 0 && it < FULL_ITERS)"));
   CHECK(contains(text, "tn::load_column_chunk_peeled<tn::bf16, VEC, N>(p_weight, c0, col"));
   CHECK(contains(text, "tn::store_chunk_peeled<tn::bf16, VEC, N>("));
   // Reductions skip the head's columns before 0 as well as the tail's past N (LayerNorm's
@@ -1417,7 +1419,8 @@ TEST_CASE("codegen: a peeled shared-memory stash is laid out by chunk, not by co
   // Global storage re-reads the row with the same peeled loads.
   const auto global = kernel_text(tilenorm::generate_cuda(
       program, {DType::bf16, DType::bf16, 2047, config(256, 2, 8, RowStorage::global), true}));
-  CHECK(contains(global, "tn::load_chunk_peeled<tn::bf16, VEC, N>(row0, c0, in0, it > 0 && it < FULL_ITERS)"));
+  CHECK(contains(
+      global, "tn::load_chunk_peeled<tn::bf16, VEC, N>(row0, c0, in0, it > 0 && it < FULL_ITERS)"));
 }
 
 TEST_CASE("codegen: persistent kernels cannot peel their rows") {
