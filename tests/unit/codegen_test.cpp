@@ -357,7 +357,7 @@ TEST_CASE("codegen: a cluster kernel deals the row to its CTAs and exchanges row
   CHECK(contains(
       kernel.source,
       " = tn::combine_comoment_slots<CLUSTER, tn::Counts::equal, true>(slots + 0 * CLUSTER);"));
-  // A ragged row: the first two sweeps lie inside the row for every thread (no chunk tests),
+  // A ragged row: the first four sweeps lie inside the row for every thread (no chunk tests),
   // and every thread holds columns, so co-moment states combine without testing for empty ones;
   // a row shorter than one sweep may leave threads empty.
   const auto ragged =
