@@ -466,6 +466,8 @@ class Emitter {
   // For a peeled row's loads and stores: whether chunk `it` is a whole vector inside the row
   // for every thread (the first sweep holds the head).
   std::string peeled_interior() const { return "it > 0 && it < FULL_ITERS"; }
+  // The trailing argument of a row chunk's load or store: the interior flag of a peeled one.
+  std::string interior_arg() const { return peel() ? ", " + peeled_interior() : ""; }
   // Where chunk c0 sits in a row's shared-memory stash: at its chunk index times VEC, which
   // for peeled rows is not its column.
   std::string stash_offset() const { return peel() ? "(c0 + tn_shift)" : "c0"; }
@@ -909,8 +911,8 @@ class Emitter {
       } else {
         out_ << "    in" << i << "_raw[it] = row_valid" << and_chunk_in_row()
              << " ? tn::fetch_chunk" << (peel() ? "_peeled<" : "<") << slot_type(s)
-             << ", VEC, N>(row" << i << ", c0" << (peel() ? ", " + peeled_interior() : "")
-             << ") : tn::raw_zero<" << slot_type(s) << ", VEC>();\n";
+             << ", VEC, N>(row" << i << ", c0" << interior_arg() << ") : tn::raw_zero<"
+             << slot_type(s) << ", VEC>();\n";
       }
     }
     out_ << "  }\n";
@@ -1025,7 +1027,7 @@ class Emitter {
     for (std::size_t i : outputs) {
       out_ << "      if (row_valid) tn::store_chunk" << (peel() ? "_peeled<" : "<")
            << slot_type(slot(static_cast<int>(i))) << ", VEC, N>(row" << i << ", c0, out" << i
-           << (peel() ? ", " + peeled_interior() : "") << ");\n";
+           << interior_arg() << ");\n";
     }
     out_ << "    }\n  }\n";
     note_pass_inputs(nodes, final_pass);
@@ -1176,7 +1178,7 @@ class Emitter {
            << i << ");\n      else tn::zero(in" << i << ");\n";
     } else {
       out_ << "      if (row_valid) tn::load_chunk" << (peel() ? "_peeled<" : "<") << t
-           << ", VEC, N>(row" << i << ", c0, in" << i << (peel() ? ", " + peeled_interior() : "")
+           << ", VEC, N>(row" << i << ", c0, in" << i << interior_arg()
            << ");\n      else tn::zero(in" << i << ");\n";
     }
   }
