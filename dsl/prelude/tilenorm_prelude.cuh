@@ -254,6 +254,20 @@ __device__ __forceinline__ typename RawVector<sizeof(T) * V>::type fetch_chunk_p
   return c.raw;
 }
 
+// A column parameter's chunk at col0 for a peeled row, which need not be aligned, element by
+// element, with zeros outside [0, N): for the copy a CTA makes once.
+template <class T, int V, int N>
+__device__ __forceinline__ typename RawVector<sizeof(T) * V>::type gather_chunk(const T* column,
+                                                                                int col0) {
+  Chunk<T, V> c;
+#pragma unroll
+  for (int v = 0; v < V; ++v) {
+    const int col = col0 + v;
+    c.element[v] = col >= 0 && col < N ? column[col] : from_float<T>(0.0f);
+  }
+  return c.raw;
+}
+
 template <class T, int V, int N>
 __device__ __forceinline__ void load_chunk_peeled(const T* row, int col0, float (&out)[V],
                                                   bool interior) {

@@ -247,7 +247,14 @@ std::size_t shared_partials_bytes(const LoweredProgram& lp, const KernelSpec& sp
 // 62.3%), while persistent kernels of one CTA per row lost up to 9 (LayerNorm backward N =
 // 5120 73.9 -> 64.6%): there the parameters stay in L1 from row to row.
 std::size_t column_stash_bytes(const LoweredProgram& lp, const KernelSpec& spec) {
-  if (!persistent_kernel(lp, spec) || spec.config.ctas_per_row == 1) return 0;
+  // A persistent kernel that peels one row per CTA (at one shift for all of its rows: see
+  // peeled_grid in the runtime) keeps a copy at that shift, which spares every row the
+  // extraction of its misaligned column chunks from two aligned vectors: in LayerNorm's
+  // backward (bf16 N = 12345, 512 threads) those extractions spilled 408-2916 bytes (NVRTC
+  // 13.0, sm_90) where the copy spills nothing.
+  // (Row groups of a CTA start at different shifts: they read their own.)
+  const bool peeled_copy = spec.peel_rows && spec.config.rows_per_cta == 1;
+  if (!persistent_kernel(lp, spec) || (spec.config.ctas_per_row == 1 && !peeled_copy)) return 0;
   const std::int64_t columns = slice_columns(spec);
   std::int64_t bytes = 0;
   for (const ir::Slot& slot : lp.program.slots) {
@@ -359,6 +366,7 @@ class Emitter {
     shared_partials_ = shared_partials_bytes(lp, spec) > 0;
     column_stash_ = column_stash_bytes(lp, spec) > 0;
     clustered_ = spec.config.ctas_per_row > 1;
+    persistent_ = persistent_kernel(lp, spec);
     block_index_ = clustered_ ? "tn_cluster" : "blockIdx.x";
     block_count_ = clustered_ ? "tn_clusters" : "gridDim.x";
     // Row groups combine their partial sums in shared memory, one partial row per CTA, when
@@ -371,8 +379,10 @@ class Emitter {
     // groups, or to fold a one-row CTA's) can be folded across a cluster; see
     // GeneratedKernel::folds_partials. Scalar partials are not folded, so programs with them
     // keep one partial row per CTA.
+    // (Not with peeled rows: the CTAs of a fold hold consecutive rows, at different shifts,
+    // and the fold adds their partial sums slot by slot.)
     folds_ = plan_.needs_finish() && !clustered_ && plan_.column_partials > 0 &&
-             plan_.scalar_partials == 0 &&
+             plan_.scalar_partials == 0 && !spec.peel_rows &&
              (shared_partials_ || spec.config.rows_per_cta * spec.n <= kCombineFloats);
     combine_ = combine_ || folds_;
   }
@@ -387,7 +397,7 @@ class Emitter {
     k.partials_per_cta = combine_ ? 1 : spec_.config.rows_per_cta;
     k.ctas_per_row = spec_.config.ctas_per_row;
     k.folds_partials = folds_;
-    k.persistent = persistent_kernel(lp_, spec_);
+    k.persistent = persistent_;
     out_ << device_prelude() << "\n";
     if (clustered_) out_ << device_prelude_sm90() << "\n";
     // Only the fold needs the sm_90 prelude here; older targets take the generic fold.
@@ -627,6 +637,7 @@ class Emitter {
            << "  for (int i = 0; i < " << plan_.column_partials
            << " * ITERS * VEC; ++i) tn_xs[i * THREADS + threadIdx.x] = 0.0f;\n";
     }
+    if (peel() && persistent_) emit_shift_of_first_row();
     if (column_stash_) emit_column_stash();
     if (staging()) emit_staging_pointers();
     if (storage_ == RowStorage::shared) {
@@ -676,8 +687,8 @@ class Emitter {
            << offset << ");\n";
       offset += static_cast<std::size_t>(slice_columns(spec_)) * dtype_size(slot_dtype(s));
       copies << "      *reinterpret_cast<typename tn::RawVector<sizeof(" << t << ") * VEC>::type*>("
-             << column_stash_chunk(i) << ") = tn::fetch_chunk<" << t << ", VEC, N>(p_" << s.name
-             << ", c0);\n";
+             << column_stash_chunk(i) << ") = tn::" << (peel() ? "gather_chunk<" : "fetch_chunk<")
+             << t << ", VEC, N>(p_" << s.name << ", c0);\n";
     }
     out_ << "  if (row_in_cta == 0) {\n    for (int it = 0; it < ITERS; ++it) {\n"
          << "      const int c0 = " << chunk_column() << ";\n"
@@ -756,7 +767,8 @@ class Emitter {
              << " + it * TPR * RPC, fetch" << i << ", c0, fetch_valid);\n";
       } else {
         out_ << "      in" << i << "_next[it] = fetch_valid" << and_chunk_in_row()
-             << " ? tn::fetch_chunk<" << t << ", VEC, N>(fetch" << i << ", c0) : tn::raw_zero<" << t
+             << " ? tn::fetch_chunk" << (peel() ? "_peeled<" : "<") << t << ", VEC, N>(fetch" << i
+             << ", c0" << (peel() ? ", " + peeled_interior() : "") << ") : tn::raw_zero<" << t
              << ", VEC>();\n";
       }
     }
@@ -787,7 +799,7 @@ class Emitter {
       out_ << "  " << (s.role == ir::Role::read ? "const " : "") << slot_type(s) << "* row" << i
            << " = p_" << s.name << " + safe_row * stride_" << s.name << ";\n";
     }
-    if (peel()) emit_shift();
+    if (peel() && !persistent_) emit_shift();
   }
 
   void emit_row_loop() {
@@ -883,6 +895,23 @@ class Emitter {
       if (s.shape != Shape::tile) continue;
       out_ << "  const int tn_shift = static_cast<int>(reinterpret_cast<unsigned long long>(row"
            << i << ") / sizeof(" << slot_type(s) << ") % VEC);  // alignment peeling\n";
+      return;
+    }
+    throw ProgramError("codegen: program '" + p_.name + "' has no row tensor to peel");
+  }
+
+  // Peeled rows of a kernel that loops over row blocks: the runtime's grid advances each thread
+  // by whole periods of the rows' misalignment (peeled_grid), so its first row's shift is that
+  // of every row it handles, and its column partial sums and the rows it fetches ahead keep
+  // the same columns. Computed from the address alone: that row may lie past the last.
+  void emit_shift_of_first_row() {
+    for (std::size_t i = 0; i < p_.slots.size(); ++i) {
+      const ir::Slot& s = p_.slots[i];
+      if (s.shape != Shape::tile) continue;
+      out_ << "  const int tn_shift = static_cast<int>((reinterpret_cast<unsigned long long>(p_"
+           << s.name << ") / sizeof(" << slot_type(s) << ") + static_cast<unsigned long long>("
+           << block_index_ << " * RPC + row_in_cta) * static_cast<unsigned long long>(stride_"
+           << s.name << ")) % VEC);  // alignment peeling, the same in every row of this thread\n";
       return;
     }
     throw ProgramError("codegen: program '" + p_.name + "' has no row tensor to peel");
@@ -1528,6 +1557,7 @@ class Emitter {
   KernelPlan plan_;
   bool combine_ = false;
   bool folds_ = false;            // column partial sums folded across a cluster (folds_partials)
+  bool persistent_ = false;       // loops over row blocks (persistent_kernel)
   bool shared_partials_ = false;  // column partial sums in shared memory, not registers
   bool column_stash_ = false;     // column parameters copied to shared memory once per CTA
   bool clustered_ = false;        // a cluster of CTAs splits each row
@@ -1582,10 +1612,9 @@ std::optional<std::string> config_problem(const LoweredProgram& lp, const Kernel
     return "a cluster splits one row per CTA: rows_per_cta must be 1 with ctas_per_row " +
            std::to_string(c.ctas_per_row) + ", got " + std::to_string(c.rows_per_cta);
   }
-  if (spec.peel_rows && fetches_ahead(storage)) {
-    return "peel_rows (rows that start misaligned) cannot fetch ahead (" +
-           std::string(row_storage_name(storage)) +
-           "): the next row's shift is not known when its loads are issued";
+  if (spec.peel_rows && storage == RowStorage::staged) {
+    return "peel_rows (rows that start misaligned) cannot stage rows: cp.async copies aligned "
+           "chunks, and a peeled row's head and tail are not";
   }
   if (storage == RowStorage::staged && c.ctas_per_row > 1) {
     return "staged rows are not supported on a cluster (ctas_per_row " +
@@ -1613,10 +1642,12 @@ std::optional<std::string> config_problem(const LoweredProgram& lp, const Kernel
       }
     }
   }
-  if (spec.peel_rows && plan_kernels(lp).persistent) {
-    return "peel_rows (rows that start misaligned) needs a kernel that is not persistent: a "
-           "persistent kernel (a program that sums across rows) keeps per-thread column partial "
-           "sums that assume the same columns in every row, which a per-row shift breaks";
+  if (spec.peel_rows && plan_kernels(lp).persistent && c.rows_per_cta != 1) {
+    return "peel_rows (rows that start misaligned) in a program that sums across rows needs "
+           "rows_per_cta 1, got " +
+           std::to_string(c.rows_per_cta) +
+           ": consecutive rows start at different misalignments, and a CTA's row groups add "
+           "their column partial sums slot by slot";
   }
   const Geometry g = geometry(spec);
   if ((c.ctas_per_row - 1) * std::int64_t{c.threads_per_row} >= g.chunks) {

@@ -25,3 +25,19 @@ int peel_vec(std::span<const RowPlacement> tensors, std::int64_t rows, int wides
 }
 
 }  // namespace tilenorm
+
+namespace tilenorm {
+
+std::int64_t peeled_grid(std::int64_t blocks, std::int64_t row_blocks, std::int64_t row_stride,
+                         int vec) {
+  if (blocks >= row_blocks) return row_blocks;
+  // gcd(vec, row_stride) for a power-of-two vec: the largest power of two up to vec that
+  // divides the stride (in unsigned arithmetic, right modulo any power of two).
+  const auto stride = static_cast<std::uint64_t>(row_stride);
+  std::int64_t common = 1;
+  while (common < vec && stride % static_cast<std::uint64_t>(2 * common) == 0) common *= 2;
+  const std::int64_t period = std::max(vec, 1) / common;
+  return blocks >= period ? blocks / period * period : std::min(period, row_blocks);
+}
+
+}  // namespace tilenorm

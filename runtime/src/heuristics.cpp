@@ -170,7 +170,8 @@ KernelConfig heuristic_config(const LoweredProgram& program, DType io_dtype, DTy
   }
   // A persistent kernel (a backward) that reads saved statistics and sums two columns
   // (LayerNorm's dweight and dbias) stages its next row block in shared memory on one CTA.
-  const bool stages_rows = two_column_sums && saved_statistics(program);
+  // (Peeled rows cannot be staged: cp.async copies aligned chunks.)
+  const bool stages_rows = two_column_sums && saved_statistics(program) && !peel_rows;
   const bool cluster_backward = persistent && chunks > kClusterRowVectors;
   // Since the row exchange pushes with st.async (no fence per row; tenth session), a co-moment
   // forward takes a cluster at kForwardClusterRowVectors already: LayerNorm bf16 N = 32768
@@ -268,7 +269,9 @@ KernelConfig heuristic_config(const LoweredProgram& program, DType io_dtype, DTy
                                 ? kSmallPersistentCta
                                 : kStackedCtaThreads;
     KernelConfig config = with_rows(threads, vec, RowStorage::registers, cta_threads);
-    if (uneven) config.rows_per_cta = 1;
+    // Peeled rows of a program that sums across rows take a CTA each (consecutive rows start
+    // at different misalignments; see config_problem).
+    if (uneven || (peel_rows && persistent)) config.rows_per_cta = 1;
     if (!fits(config)) continue;
     // A backward that reads saved statistics and sums two columns (LayerNorm's dweight and
     // dbias) stages the next row block in shared memory (cp.async), which needs no second set

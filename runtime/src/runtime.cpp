@@ -87,7 +87,8 @@ struct LaunchShape {
   DType param_dtype = DType::bf16;
   std::int64_t rows = 0;
   std::int64_t cols = 0;
-  int max_vec = 1;   // widest vector the pointers' and strides' alignment allows
+  std::int64_t row_stride = 0;  // the first row tensor's, in elements (peeled_grid)
+  int max_vec = 1;              // widest vector the pointers' and strides' alignment allows
   int peel_vec = 1;  // widest vector with alignment peeling (>= max_vec; see peel_rows())
   // Whether a launch with `config` peels its rows: its vectors are wider than the alignment
   // allows, and peeling makes up the difference.
@@ -340,6 +341,7 @@ struct Norm::State {
     const TensorView& first = args[*first_tile].view();
     shape.rows = first.rows;
     shape.cols = first.cols;
+    shape.row_stride = first.row_stride;
     shape.io_dtype = io_source ? args[*io_source].view().dtype : first.dtype;
     shape.param_dtype = param_source ? args[*param_source].view().dtype : shape.io_dtype;
     const std::string& first_label = labels[*first_tile];
@@ -430,14 +432,11 @@ struct Norm::State {
     shape.max_vec = std::min(max_vec, widest);
     // Alignment peeling: rows that start misaligned (N not a multiple of the vector width with
     // contiguous rows, an odd row stride, an offset base pointer) keep wide vectors when every
-    // row tensor is misaligned alike; column parameters are read at any alignment then.
-    // Persistent kernels (programs that sum across rows) keep the narrowed vec: each thread's
-    // column partial sums assume the same columns in its registers in every row, which a
-    // per-row shift would break.
-    shape.peel_vec = plan.persistent
-                         ? shape.max_vec
-                         : std::max(shape.max_vec,
-                                    peel_vec({placements.data(), row_tensors}, shape.rows, widest));
+    // row tensor is misaligned alike; column parameters are read at any alignment then. A
+    // kernel that loops over row blocks keeps one shift per thread, which its grid preserves
+    // (grid_for).
+    shape.peel_vec =
+        std::max(shape.max_vec, peel_vec({placements.data(), row_tensors}, shape.rows, widest));
     return shape;
   }
 
@@ -607,14 +606,21 @@ struct Norm::State {
   // or for a persistent kernel no more than fit on the device at once (each then loops over
   // row blocks). A launch with no rows still gets one row block: a program that sums across
   // rows writes zero sums then.
-  static MainGrid grid_for(const LoadedKernel& k, std::int64_t rows) {
-    std::int64_t blocks =
-        std::max<std::int64_t>(1, (rows + k.generated.rows_per_cta - 1) / k.generated.rows_per_cta);
+  static MainGrid grid_for(const LoadedKernel& k, const LaunchShape& shape) {
+    const std::int64_t row_blocks = std::max<std::int64_t>(
+        1, (shape.rows + k.generated.rows_per_cta - 1) / k.generated.rows_per_cta);
+    std::int64_t blocks = row_blocks;
     if (k.generated.persistent) blocks = std::min<std::int64_t>(blocks, k.max_grid);
+    // A peeled kernel that loops over row blocks keeps each thread's first shift (a peeled
+    // kernel that sums across rows holds one row per CTA, and does not fold).
+    if (k.generated.persistent && k.resolved.peel_rows) {
+      blocks = peeled_grid(blocks, row_blocks, shape.row_stride * k.generated.rows_per_cta,
+                           k.resolved.config.vec);
+    }
     const std::int64_t partial_bytes = blocks * k.generated.partials_per_cta *
                                        k.generated.plan.column_partials *
                                        static_cast<std::int64_t>(sizeof(float));
-    const int fold = folding_pays(partial_bytes, rows, k.row_bytes) ? k.max_fold : 1;
+    const int fold = folding_pays(partial_bytes, shape.rows, k.row_bytes) ? k.max_fold : 1;
     // Whole folding clusters; max_grid is a multiple of them, so this stays resident.
     blocks = (blocks + fold - 1) / fold * fold;
     return {blocks * k.generated.ctas_per_row, fold};
@@ -630,7 +636,7 @@ struct Norm::State {
     const LaunchShape shape = validate(args);
     if (!plan.needs_finish()) return 0;
     const LoadedKernel& k = kernel_for(shape, forced);
-    return workspace_for(k, grid_for(k, shape.rows), shape.cols);
+    return workspace_for(k, grid_for(k, shape), shape.cols);
   }
 
   void launch(KernelArgs args, Stream stream, const KernelConfig* forced,
@@ -638,7 +644,7 @@ struct Norm::State {
     const LaunchShape shape = validate(args);
     if (shape.rows == 0 && !plan.needs_finish()) return;
     const LoadedKernel& k = kernel_for(shape, forced);
-    const MainGrid grid = grid_for(k, shape.rows);
+    const MainGrid grid = grid_for(k, shape);
     if (grid.ctas > std::numeric_limits<std::int32_t>::max())
       fail("too many rows for one launch: " + std::to_string(shape.rows));
     const std::size_t needed = workspace_for(k, grid, shape.cols);

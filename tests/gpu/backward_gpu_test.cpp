@@ -178,6 +178,51 @@ TEST_CASE("backward: clusters split rows, sum partials per cluster, and match th
   }
 }
 
+TEST_CASE("backward: misaligned rows are peeled at one shift per thread across many rows") {
+  // Odd N (every row starts at another misalignment) and an offset base pointer, with more
+  // rows than the persistent grid holds, so that each thread sums the column gradients of
+  // several rows: they are right only if every row a thread handles has its first row's shift
+  // (peeled_grid). Long rows run on clusters.
+  struct Case {
+    std::int64_t n, m;
+  };
+  const std::vector<tilenorm::ir::Program> programs = {
+      tilenorm::backward(tilenorm::kernels::builtin_program("layer_norm")),
+      tilenorm::backward(tilenorm::kernels::builtin_program("rms_norm"),
+                         {tilenorm::StatisticsMode::recompute})};
+  for (const auto& program : programs) {
+    const tilenorm::Norm norm = backward_runtime().load(program);
+    for (DType dtype : {DType::bf16, DType::f32}) {
+      for (const Case c :
+           {Case{1001, 4000}, Case{4097, 3000}, Case{12345, 1300}, Case{40001, 400}}) {
+        for (std::int64_t offset : {0, 3}) {
+          CAPTURE(program.name);
+          CAPTURE(tilenorm::dtype_name(dtype));
+          CAPTURE(c.n);
+          CAPTURE(c.m);
+          CAPTURE(offset);
+          const auto report = tilenorm::check_against_interpreter(
+              norm, {.io_dtype = dtype,
+                     .param_dtype = dtype,
+                     .rows = c.m,
+                     .cols = c.n,
+                     .element_offset = offset,
+                     .seed = 1234u + static_cast<unsigned>(c.n + offset),
+                     .scalars = program.find_slot("eps") ? std::vector<float>{1e-2f}
+                                                         : std::vector<float>{}});
+          INFO(report.describe());
+          CHECK(report.ok());
+          CHECK(report.unwritten == 0);
+          CHECK(report.clobbered == 0);
+          // The widest vector, peeled: not a narrowed one.
+          CHECK(report.used.peel_rows);
+          CHECK(report.used.config.vec == (dtype == DType::bf16 ? 8 : 4));
+        }
+      }
+    }
+  }
+}
+
 TEST_CASE("backward: rows staged in shared memory (cp.async) match the interpreter") {
   // Staged rows copy the next row block asynchronously while this one is worked on. Covered:
   // every copy size (16 bytes: bf16 x 8 and fp32 x 4; 8 bytes: fp16 x 4; 4 bytes: bf16 x 2),

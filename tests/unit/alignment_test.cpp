@@ -9,6 +9,7 @@
 namespace {
 
 using tilenorm::peel_vec;
+using tilenorm::peeled_grid;
 using tilenorm::RowPlacement;
 
 constexpr std::uintptr_t kBase = 0x7f0000000000;  // 256-byte aligned, like cudaMalloc
@@ -52,4 +53,32 @@ TEST_CASE("peel_vec: tensors misaligned differently get a narrower vector") {
   // ... which does not matter for a single row.
   CHECK(peel_vec(std::vector<RowPlacement>{{kBase, kBf16, 4097}, {kBase + 0x100000, kBf16, 4101}},
                  1, 8) == 8);
+}
+
+TEST_CASE("peeled_grid: every sweep advances by whole periods of the rows' shift") {
+  // bf16 rows of an odd stride at vec 8 repeat their shift every 8 rows: 132 -> 128 row blocks.
+  CHECK(peeled_grid(132, 100000, 12345, 8) == 128);
+  // A stride of 2 mod 8 repeats every 4 rows, 4 mod 8 every 2, 0 mod 8 every row.
+  CHECK(peeled_grid(130, 100000, 12346, 8) == 128);
+  CHECK(peeled_grid(131, 100000, 12348, 8) == 130);
+  CHECK(peeled_grid(131, 100000, 12352, 8) == 131);
+  // Fewer row blocks than a period: up to one period (a second wave, still correct)...
+  CHECK(peeled_grid(7, 100000, 12345, 8) == 8);
+  // ... but never more than the rows need, and a grid that covers the rows in one sweep is
+  // left alone (each thread handles one row).
+  CHECK(peeled_grid(7, 5, 12345, 8) == 5);
+  CHECK(peeled_grid(132, 100, 12345, 8) == 100);
+  // fp32 at vec 4: an odd stride repeats every 4 rows.
+  CHECK(peeled_grid(263, 100000, 4097, 4) == 260);
+  // Whatever the grid, row r and row r + grid start at the same element offset modulo vec.
+  for (std::int64_t stride : {1, 2, 3, 5, 6, 7, 12345, 4098}) {
+    for (std::int64_t blocks : {1, 3, 7, 9, 132, 264}) {
+      const std::int64_t grid = peeled_grid(blocks, 1 << 20, stride, 8);
+      CAPTURE(stride);
+      CAPTURE(blocks);
+      CHECK((grid * stride) % 8 == 0);
+      CHECK(grid >= 1);
+      CHECK(grid <= std::max<std::int64_t>(blocks, 8));
+    }
+  }
 }

@@ -751,8 +751,8 @@ TEST_CASE("codegen: config_problem names what is wrong with a configuration") {
   CHECK(tilenorm::config_problem(lowered("rms_norm"), {DType::bf16, DType::bf16, 1024,
                                                        config(128, 1, 8, RowStorage::staged),
                                                        /*peel_rows=*/true}) ==
-        "peel_rows (rows that start misaligned) cannot fetch ahead (staged): the next row's "
-        "shift is not known when its loads are issued");
+        "peel_rows (rows that start misaligned) cannot stage rows: cp.async copies aligned "
+        "chunks, and a peeled row's head and tail are not");
   // Prefetching makes any kernel persistent, forward or backward.
   CHECK(problem("rms_norm", DType::bf16, 1024, config(128, 1, 8, RowStorage::prefetched)).empty());
   CHECK(problem("rms_norm_backward", DType::bf16, 1024, config(128, 1, 8, RowStorage::prefetched))
@@ -1423,21 +1423,61 @@ TEST_CASE("codegen: a peeled shared-memory stash is laid out by chunk, not by co
       global, "tn::load_chunk_peeled<tn::bf16, VEC, N>(row0, c0, in0, it > 0 && it < FULL_ITERS)"));
 }
 
-TEST_CASE("codegen: persistent kernels cannot peel their rows") {
+TEST_CASE("codegen: kernels that sum across rows peel one row per CTA, at one shift per thread") {
   for (const char* name : {"layer_norm_backward", "rms_norm_backward_recompute"}) {
     CAPTURE(name);
     REQUIRE(tilenorm::plan_kernels(lowered(name)).persistent);
-    const KernelSpec spec{DType::bf16, DType::bf16, 4097, config(128, 2, 8, RowStorage::registers),
-                          true};
-    const std::string why = tilenorm::config_problem(lowered(name), spec).value_or("");
-    CHECK(contains(why, "peel_rows"));
-    CHECK(contains(why, "not persistent"));
-    CHECK(contains(why, "column partial sums"));
-    CHECK_THROWS_WITH_AS(tilenorm::generate_cuda(lowered(name), spec),
-                         doctest::Contains("needs a kernel that is not persistent"),
-                         tilenorm::ProgramError);
+    // Row groups of a CTA start at different misalignments and add their partial sums slot
+    // by slot: refused, by name.
+    const KernelSpec grouped{DType::bf16, DType::bf16, 4097,
+                             config(128, 2, 8, RowStorage::registers), true};
+    const std::string why = tilenorm::config_problem(lowered(name), grouped).value_or("");
+    CHECK(why ==
+          "peel_rows (rows that start misaligned) in a program that sums across rows needs "
+          "rows_per_cta 1, got 2: consecutive rows start at different misalignments, and a "
+          "CTA's row groups add their column partial sums slot by slot");
+    CHECK_THROWS_WITH_AS(tilenorm::generate_cuda(lowered(name), grouped),
+                         doctest::Contains("needs rows_per_cta 1, got 2"), tilenorm::ProgramError);
+    // One row per CTA: each thread computes its shift once, from its first row (the runtime's
+    // grid keeps it for every later row), and fetches ahead with peeled loads.
+    const KernelSpec one_row{DType::bf16, DType::bf16, 4097,
+                             config(128, 1, 8, RowStorage::prefetched), true};
+    CHECK_FALSE(tilenorm::config_problem(lowered(name), one_row).has_value());
+    const auto kernel = tilenorm::generate_cuda(lowered(name), one_row);
+    const std::string text = kernel_text(kernel);
+    CHECK(contains(text,
+                   "const int tn_shift = static_cast<int>((reinterpret_cast<unsigned long "
+                   "long>(p_x) / sizeof(tn::bf16) + static_cast<unsigned long "
+                   "long>(blockIdx.x * RPC + row_in_cta) * static_cast<unsigned long "
+                   "long>(stride_x)) % VEC);"));
+    std::size_t shifts = 0;
+    for (std::size_t at = text.find("const int tn_shift"); at != std::string::npos;
+         at = text.find("const int tn_shift", at + 1))
+      ++shifts;
+    CHECK(shifts == 1);
+    CHECK(contains(text,
+                   "tn::fetch_chunk_peeled<tn::bf16, VEC, N>(fetch0, c0, it > 0 && it < "
+                   "FULL_ITERS)"));
+    // The CTAs of a fold hold consecutive rows at different shifts: no fold.
+    CHECK_FALSE(kernel.folds_partials);
+    // The CTA copies its column parameters to shared memory once, at its shift (element by
+    // element), and reads them back as aligned chunks: one CTA per row and clusters alike.
+    CHECK(contains(text, "copied to shared memory once"));
+    CHECK(contains(text, "= tn::gather_chunk<tn::bf16, VEC, N>(p_weight, c0);"));
+    CHECK(contains(text, "tn::load_stashed_chunk<tn::bf16, VEC>(tn_col"));
+    CHECK_FALSE(contains(text, "load_column_chunk_peeled"));
+    KernelConfig clustered = config(256, 1, 8, RowStorage::prefetched);
+    clustered.ctas_per_row = 16;
+    const KernelSpec cluster{DType::bf16, DType::bf16, 100001, clustered, true};
+    CHECK_FALSE(tilenorm::config_problem(lowered(name), cluster).has_value());
+    const std::string cluster_text = kernel_text(tilenorm::generate_cuda(lowered(name), cluster));
+    CHECK(contains(cluster_text, "= tn::gather_chunk<tn::bf16, VEC, N>(p_weight, c0);"));
+    CHECK(contains(cluster_text, "static_cast<unsigned long long>(tn_cluster * RPC + row_in_cta)"));
+    // The heuristic gives such rows a CTA each.
+    CHECK(peeled_spec(name, DType::bf16, 1001).config.rows_per_cta == 1);
+    CHECK(peeled_spec(name, DType::bf16, 12345).config.rows_per_cta == 1);
   }
-  // A backward without sums across rows is not persistent and peels like a forward.
+  // A backward without sums across rows peels like a forward.
   REQUIRE_FALSE(tilenorm::plan_kernels(lowered("rms_norm_no_weight_backward")).persistent);
   CHECK_FALSE(
       tilenorm::config_problem(lowered("rms_norm_no_weight_backward"),
@@ -1468,6 +1508,16 @@ TEST_CASE("codegen: peeled kernels compile for sm_90 without spilling") {
        {"layer_norm_no_bias", "layer_norm_no_affine", "rms_norm_no_weight",
         "rms_norm_no_weight_backward", "rms_norm_no_weight_backward_recompute"}) {
     jobs.push_back({name, "sm_90", peeled_spec(name, DType::bf16, 4097)});
+  }
+  // The backwards that sum across rows, as the heuristic peels them (prefetched, staged
+  // refused, clusters for long rows), in both modes and both widths.
+  for (const char* name : {"layer_norm_backward", "layer_norm_backward_recompute",
+                           "rms_norm_backward", "rms_norm_backward_recompute"}) {
+    for (DType dtype : {DType::bf16, DType::f32}) {
+      for (std::int64_t n : {7, 1001, 4097, 12345, 40001, 100001}) {
+        jobs.push_back({name, "sm_90", peeled_spec(name, dtype, n)});
+      }
+    }
   }
   const auto results = compile_all(jobs);
   for (std::size_t i = 0; i < jobs.size(); ++i) {

@@ -24,3 +24,18 @@ struct RowPlacement {
 int peel_vec(std::span<const RowPlacement> tensors, std::int64_t rows, int widest);
 
 }  // namespace tilenorm
+
+namespace tilenorm {
+
+// The grid (row blocks advanced per sweep) of a kernel that loops over row blocks and peels its
+// rows, from the `blocks` it would otherwise take, for rows of `row_stride` elements peeled at
+// `vec`. Such a kernel computes each thread's shift once, from its first row, and keeps its
+// column partial sums at that shift's columns; so every row a thread handles must start at
+// the same misalignment, which holds when a sweep advances by a whole number of periods of the
+// rows' shift (vec / gcd(vec, row_stride), a power of two). Rounded down to such a multiple
+// where that leaves one, else up to one period; a grid that covers all `row_blocks` in one
+// sweep needs no rounding.
+std::int64_t peeled_grid(std::int64_t blocks, std::int64_t row_blocks, std::int64_t row_stride,
+                         int vec);
+
+}  // namespace tilenorm
