@@ -1074,6 +1074,10 @@ class Emitter {
                     : "";
   }
 
+  // Whether column c0 + v of a chunk lies in the row, where column partial sums are written:
+  // a peeled row's head chunk starts before column 0.
+  std::string column_in_row() const { return peel() ? "c0 + v >= 0 && c0 + v < N" : "c0 + v < N"; }
+
   // The prelude's template flags for combining co-moment r's states: tn::Counts (equal when
   // every thread holds the same number of columns; positive when each holds some, which a
   // first sweep wholly inside the row gives every thread) and Same (a variance: one operand
@@ -1347,7 +1351,7 @@ class Emitter {
                << "#pragma unroll\n      for (int it = 0; it < ITERS; ++it) {\n"
                << "        const int c0 = " << chunk_column() << ";\n"
                << "#pragma unroll\n        for (int v = 0; v < VEC; ++v) {\n"
-               << "          if (c0 + v >= N) continue;\n"
+               << "          if (!(" << column_in_row() << ")) continue;\n"
                << "          float total = 0.0f;\n"
                << "          for (int g = 0; g < RPC; ++g) total += "
                << shared_partial(static_cast<std::size_t>(column), "g * TPR + lane") << ";\n"
@@ -1359,7 +1363,8 @@ class Emitter {
                << "#pragma unroll\n    for (int it = 0; it < ITERS; ++it) {\n"
                << "      const int c0 = " << chunk_column() << ";\n"
                << "#pragma unroll\n      for (int v = 0; v < VEC; ++v)\n"
-               << "        if (c0 + v < N) tn_combine[row_in_cta * N + c0 + v] = xacc" << r
+               << "        if (" << column_in_row()
+               << ") tn_combine[row_in_cta * N + c0 + v] = xacc" << r
                << "[it][v];\n    }\n    __syncthreads();\n"
                << "    for (int c = threadIdx.x; c < N; c += TPR * RPC) {\n"
                << "      float total = 0.0f;\n"
@@ -1372,7 +1377,8 @@ class Emitter {
                << "#pragma unroll\n    for (int it = 0; it < ITERS; ++it) {\n"
                << "      const int c0 = " << chunk_column() << ";\n"
                << "#pragma unroll\n      for (int v = 0; v < VEC; ++v)\n"
-               << "        if (c0 + v < N) mine[c0 + v] = xacc" << r << "[it][v];\n    }\n";
+               << "        if (" << column_in_row() << ") mine[c0 + v] = xacc" << r
+               << "[it][v];\n    }\n";
         }
         out_ << "  }\n";
         ++column;
@@ -1437,8 +1443,8 @@ class Emitter {
       out_ << "  {\n#pragma unroll\n    for (int it = 0; it < ITERS; ++it) {\n"
            << "      const int c0 = " << chunk_column() << ";\n"
            << "#pragma unroll\n      for (int v = 0; v < VEC; ++v)\n"
-           << "        if (c0 + v < N) tn_combine[row_in_cta * N + c0 + v] = xacc" << r
-           << "[it][v];\n    }\n"
+           << "        if (" << column_in_row() << ") tn_combine[row_in_cta * N + c0 + v] = xacc"
+           << r << "[it][v];\n    }\n"
            << "    tn::fold_sync();  // every CTA's partial sums are complete\n"
            << "    tn::fold_columns<1, RPC, 1>(\n"
            << "        tn_fold_rank * tn_share + threadIdx.x, min(N, (tn_fold_rank + 1) * "

@@ -1458,6 +1458,8 @@ TEST_CASE("codegen: kernels that sum across rows peel one row per CTA, at one sh
     CHECK(contains(text,
                    "tn::fetch_chunk_peeled<tn::bf16, VEC, N>(fetch0, c0, it > 0 && it < "
                    "FULL_ITERS)"));
+    // The head chunk starts before column 0: its columns there get no partial sum written.
+    CHECK(contains(text, "c0 + v >= 0 && c0 + v < N"));
     // The CTAs of a fold hold consecutive rows at different shifts: no fold.
     CHECK_FALSE(kernel.folds_partials);
     // The CTA copies its column parameters to shared memory once, at its shift (element by
