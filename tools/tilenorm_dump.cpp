@@ -73,7 +73,7 @@ int dump(const std::vector<std::string>& args) {
       ->needs(backward);
   app.add_flag("--misaligned", o.misaligned,
                "the kernel for rows that may start misaligned (alignment peeling: a scalar head, "
-               "aligned vectors, a scalar tail); not for kernels that sum across rows");
+               "aligned vectors, a scalar tail)");
   cli::parse(app, args);
 
   const tn::DTypeChoice dtype = cli::parse_dtype_choice("--dtype", o.dtype);

@@ -298,9 +298,9 @@ int widest_row_aligned_vec(DType io_dtype, DType param_dtype, std::int64_t n) {
 
 namespace {
 
-// How launches on contiguous rows of N run: kernels that are not persistent peel misaligned
-// rows (alignment peeling), so they keep the widest vector for any N; persistent ones narrow
-// it to what N aligns to.
+// How launches on contiguous rows of N run: kernels peel misaligned rows (alignment peeling),
+// so they keep the widest vector, except short rows of programs that sum across rows, which
+// narrow it to what N aligns to (peels_rows).
 struct ContiguousRows {
   int vec;
   bool peel_rows;
@@ -309,7 +309,7 @@ ContiguousRows contiguous_rows(const LoweredProgram& program, DType io_dtype, DT
                                std::int64_t n) {
   const int row_aligned = widest_row_aligned_vec(io_dtype, param_dtype, n);
   const int widest = widest_vec(io_dtype, param_dtype);
-  const bool peel = !plan_kernels(program).persistent && row_aligned < widest;
+  const bool peel = row_aligned < widest && peels_rows(program, n, widest);
   return {peel ? widest : row_aligned, peel};
 }
 

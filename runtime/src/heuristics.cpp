@@ -116,6 +116,11 @@ bool folding_pays(std::int64_t partial_bytes_per_column, std::int64_t rows,
   return kFoldShare * partial_bytes_per_column >= rows * row_bytes_per_column;
 }
 
+bool peels_rows(const LoweredProgram& program, std::int64_t n, int vec) {
+  constexpr std::int64_t kPeeledRowVectors = 64 * 4;
+  return !plan_kernels(program).persistent || n >= kPeeledRowVectors * vec;
+}
+
 int widest_vec(DType io_dtype, DType param_dtype) {
   return static_cast<int>(16 / std::max(dtype_size(io_dtype), dtype_size(param_dtype)));
 }

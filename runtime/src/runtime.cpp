@@ -435,8 +435,10 @@ struct Norm::State {
     // row tensor is misaligned alike; column parameters are read at any alignment then. A
     // kernel that loops over row blocks keeps one shift per thread, which its grid preserves
     // (grid_for).
-    shape.peel_vec =
-        std::max(shape.max_vec, peel_vec({placements.data(), row_tensors}, shape.rows, widest));
+    shape.peel_vec = peels_rows(lowered, shape.cols, widest)
+                         ? std::max(shape.max_vec,
+                                    peel_vec({placements.data(), row_tensors}, shape.rows, widest))
+                         : shape.max_vec;
     return shape;
   }
 

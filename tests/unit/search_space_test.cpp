@@ -152,11 +152,22 @@ TEST_CASE("search space: tiny and unaligned rows still get candidates") {
         tilenorm::build_search_space(lowered("layer_norm"), DType::bf16, DType::bf16, n, limits);
     CHECK_FALSE(candidates.empty());
     // A forward peels misaligned rows, so it keeps the widest vector; a backward that sums
-    // across rows (persistent) narrows it to what N aligns to.
+    // across rows narrows it to what N aligns to on rows this short (peels_rows).
     for (const auto& c : candidates) CHECK(c.config.vec == 8);
     for (const auto& c : tilenorm::build_search_space(lowered("layer_norm_backward"), DType::bf16,
                                                       DType::bf16, n, limits))
       CHECK(n % c.config.vec == 0);
+  }
+  // Longer rows of such a backward peel, one row per CTA.
+  for (std::int64_t n : {2049, 4097, 12345}) {
+    CAPTURE(n);
+    const auto backward = tilenorm::build_search_space(lowered("layer_norm_backward"), DType::bf16,
+                                                       DType::bf16, n, limits);
+    CHECK_FALSE(backward.empty());
+    for (const auto& c : backward) {
+      CHECK(c.config.vec == 8);
+      CHECK(c.config.rows_per_cta == 1);
+    }
   }
   CHECK(tilenorm::widest_row_aligned_vec(DType::bf16, DType::bf16, 1001) == 1);
   CHECK(tilenorm::widest_row_aligned_vec(DType::bf16, DType::bf16, 100) == 4);
@@ -201,7 +212,8 @@ TEST_CASE("search space: each pruning rule reports its reason") {
   expect(pruned_entry(n131072, config(1024, 1, 8, RowStorage::shared)), PruneRule::shared_memory,
          "needs 262144 bytes of dynamic shared memory; the device allows 232448");
 
-  // A backward that sums across rows cannot peel: contiguous rows of N = 1001 allow vec 1 only.
+  // A backward that sums across rows peels only rows of 256 vectors and more (peels_rows):
+  // contiguous rows of N = 1001 allow vec 1 only.
   const auto n1001 = tilenorm::explore_search_space(lowered("layer_norm_backward"), DType::bf16,
                                                     DType::bf16, 1001, limits);
   expect(pruned_entry(n1001, config(64, 1, 2, RowStorage::registers)), PruneRule::misaligned_vec,

@@ -53,6 +53,12 @@ bool folding_pays(std::int64_t partial_bytes_per_column, std::int64_t rows,
 // The widest vector (elements) whose accesses stay within 16 bytes for these dtypes.
 int widest_vec(DType io_dtype, DType param_dtype);
 
+// Whether launches of `program` peel rows of n elements that start misaligned for `vec`
+// (rather than narrowing vec). A program that sums across rows peels one row per CTA, so only
+// rows long enough for a CTA of 64 threads at four vectors each: shorter ones would leave
+// tiny CTAs (the tuner prunes all of them), and narrowing keeps their rows stacked.
+bool peels_rows(const LoweredProgram& program, std::int64_t n, int vec);
+
 // `max_vec` (0: the widest) caps the vector width, e.g. for pointers that are not 16-byte aligned.
 // `peel_rows`: the kernel peels its rows (KernelSpec::peel_rows), so `max_vec` is the width
 // alignment peeling allows; the configuration is checked as a peeled kernel.
