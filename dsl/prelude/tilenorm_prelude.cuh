@@ -100,6 +100,37 @@ union Chunk {
   T element[V];
 };
 
+template <class T>
+struct IsBf16 {
+  static constexpr bool value = false;
+};
+template <>
+struct IsBf16<bf16> {
+  static constexpr bool value = true;
+};
+
+// A chunk's elements in fp32. bf16 pairs are taken a 32-bit word at a time: the low element is
+// the word shifted left and the high one the word masked, one instruction each (element by
+// element, the high one is extracted and then shifted: two).
+template <class T, int V>
+__device__ __forceinline__ void unpack_elements(const Chunk<T, V>& c, float (&out)[V]) {
+  if constexpr (IsBf16<T>::value && V % 2 == 0) {
+    union {
+      typename RawVector<sizeof(T) * V>::type raw;
+      u32 word[V / 2];
+    } words;
+    words.raw = c.raw;
+#pragma unroll
+    for (int i = 0; i < V / 2; ++i) {
+      out[2 * i] = __uint_as_float(words.word[i] << 16);
+      out[2 * i + 1] = __uint_as_float(words.word[i] & 0xffff0000u);
+    }
+  } else {
+#pragma unroll
+    for (int v = 0; v < V; ++v) out[v] = to_float(c.element[v]);
+  }
+}
+
 // Whether the chunk of V columns from col0 lies inside a row of N. Chunks start at multiples
 // of V (the peeled ones, which do not, have their own functions), so where V divides N a chunk
 // that starts inside the row ends inside it: the test is then the one the generated code has
@@ -116,8 +147,7 @@ __device__ __forceinline__ void load_chunk(const T* row, int col0, float (&out)[
   if (whole_chunk<V, N>(col0)) {
     Chunk<T, V> c;
     c.raw = *reinterpret_cast<const typename RawVector<sizeof(T) * V>::type*>(row + col0);
-#pragma unroll
-    for (int v = 0; v < V; ++v) out[v] = to_float(c.element[v]);
+    unpack_elements(c, out);
   } else {
 #pragma unroll
     for (int v = 0; v < V; ++v) out[v] = col0 + v < N ? to_float(row[col0 + v]) : 0.0f;
@@ -189,8 +219,7 @@ __device__ __forceinline__ void unpack_chunk(typename RawVector<sizeof(T) * V>::
                                              float (&out)[V]) {
   Chunk<T, V> c;
   c.raw = raw;
-#pragma unroll
-  for (int v = 0; v < V; ++v) out[v] = to_float(c.element[v]);
+  unpack_elements(c, out);
 }
 
 // As load_chunk, and also keeps the raw chunk in `stash` (shared memory, laid out like the
@@ -207,8 +236,7 @@ __device__ __forceinline__ void load_chunk_and_stash(const T* row, T* stash, int
     for (int v = 0; v < V; ++v) c.element[v] = col0 + v < N ? row[col0 + v] : from_float<T>(0.0f);
   }
   *reinterpret_cast<Raw*>(stash + col0) = c.raw;
-#pragma unroll
-  for (int v = 0; v < V; ++v) out[v] = to_float(c.element[v]);
+  unpack_elements(c, out);
 }
 
 // Stores elements [col0, min(col0 + V, N)) of a row.
@@ -492,6 +520,28 @@ template <int Count, Counts C, bool Same = false>
 __device__ __forceinline__ Comoment combine_comoment_partials(const float* partials, int stride) {
   return combine_comoment_states<Count, C, Same>(
       [&](int i) { return load_comoment(partials + i * stride, 1); });
+}
+
+// Adds a chunk's V column values to this thread's partial sums in shared memory: runs of W
+// consecutive slots, `stride` floats apart, one vector load and store per run.
+template <int V, int W>
+__device__ __forceinline__ void add_to_partials(float* run, int stride, const float (&values)[V]) {
+  static_assert(V % W == 0 && (W == 1 || W == 2 || W == 4), "runs of 1, 2 or 4 slots");
+#pragma unroll
+  for (int q = 0; q < V / W; ++q) {
+    float* p = run + q * stride;
+    const float* add = values + q * W;
+    if constexpr (W == 4) {
+      float4 s = *reinterpret_cast<float4*>(p);
+      *reinterpret_cast<float4*>(p) =
+          make_float4(s.x + add[0], s.y + add[1], s.z + add[2], s.w + add[3]);
+    } else if constexpr (W == 2) {
+      float2 s = *reinterpret_cast<float2*>(p);
+      *reinterpret_cast<float2*>(p) = make_float2(s.x + add[0], s.y + add[1]);
+    } else {
+      p[0] += add[0];
+    }
+  }
 }
 
 // Folding column partial sums: every CTA takes items first, first + step, ... below last (runs
