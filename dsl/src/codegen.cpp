@@ -305,6 +305,18 @@ std::int64_t register_budget(const KernelSpec& spec) {
   return std::min<std::int64_t>(255, 65536 / threads) - 40;
 }
 
+// Column partial sums in shared memory are read, added to and written back in runs of this many
+// consecutive slots per thread (XW in the kernel): four, one float4 access per four columns.
+// One where ptxas spilled with four (NVRTC 13.0, sm_90): where the thread already holds 128
+// registers of row values (RMSNorm's backward at bf16 N = 4096 on 64 threads x 8 prefetched
+// vectors: 254 registers before, 28 bytes spilled with four), and in peeled rows (LayerNorm's
+// recompute at N = 40001 on 16 x 128 threads: 4 bytes spilled at 96 registers with four, none
+// at 107 with one).
+int partial_run_width(const LoweredProgram& lp, const KernelSpec& spec) {
+  if (spec.peel_rows || held_registers(lp, spec) >= 128) return 1;
+  return std::min(spec.config.vec, 4);
+}
+
 // One row input's staging slots for RowStorage::staged: every thread's own chunks, laid out
 // chunk-major so that a warp's copies are contiguous; rounded to 16 bytes so that the next
 // input's slots stay aligned.
@@ -631,11 +643,14 @@ class Emitter {
         column_stash_)
       out_ << "  extern __shared__ __align__(16) unsigned char tn_dynamic_smem[];\n";
     if (shared_partials_) {
-      out_ << "  constexpr int THREADS = TPR * RPC;\n"
-           << "  float* tn_xs = reinterpret_cast<float*>(tn_dynamic_smem + "
-           << row_stash_bytes(lp_, spec_) << ");  // column partial sums, this thread's slots\n"
-           << "  for (int i = 0; i < " << plan_.column_partials
-           << " * ITERS * VEC; ++i) tn_xs[i * THREADS + threadIdx.x] = 0.0f;\n";
+      out_
+          << "  constexpr int THREADS = TPR * RPC;\n"
+          << "  constexpr int XW = " << partial_run_width(lp_, spec_)
+          << ";  // column partial sums a shared-memory access moves\n"
+          << "  float* tn_xs = reinterpret_cast<float*>(tn_dynamic_smem + "
+          << row_stash_bytes(lp_, spec_) << ");  // column partial sums, this thread's slots\n"
+          << "  for (int i = 0; i < " << plan_.column_partials
+          << " * ITERS * VEC; ++i) tn_xs[(i / XW * THREADS + threadIdx.x) * XW + i % XW] = 0.0f;\n";
     }
     if (peel() && persistent_) emit_shift_of_first_row();
     if (column_stash_) emit_column_stash();
@@ -1023,6 +1038,10 @@ class Emitter {
          << "    if (" << chunk_in_row() << ") {\n";
     emit_chunk_loads(nodes);
     for (std::size_t i : outputs) out_ << "      float out" << i << "[VEC];\n";
+    if (shared_partials_) {
+      for (std::size_t k = 0; k < column_sums.size(); ++k)
+        out_ << "      float xp" << k << "[XW];\n";
+    }
     out_ << "#pragma unroll\n      for (int v = 0; v < VEC; ++v) {\n";
     emit_element_values(nodes);
     const std::string mask = column_mask();
@@ -1042,8 +1061,10 @@ class Emitter {
     for (std::size_t k = 0; k < column_sums.size(); ++k) {
       const NodeId r = column_sums[k];
       if (shared_partials_) {
-        out_ << "        if (row_valid) " << shared_partial(k) << " += " << ref(g_.node(r).args[0])
-             << ";\n";
+        // Added a run of XW columns at a time, so that only XW values wait for the add.
+        out_ << "        xp" << k << "[v % XW] = " << ref(g_.node(r).args[0]) << ";\n"
+             << "        if (row_valid && v % XW == XW - 1) tn::add_to_partials<XW, XW>(&"
+             << shared_partial(std::to_string(k), "it", "v / XW * XW") << ", 0, xp" << k << ");\n";
       } else {
         out_ << "        if (row_valid) xacc" << r << "[it][v] += " << ref(g_.node(r).args[0])
              << ";\n";
@@ -1319,10 +1340,15 @@ class Emitter {
     out_ << "  }\n";
   }
 
-  // This thread's slot for column partial sum `k` at (it, v); `row_group` picks another row
-  // group's slot (for combining).
-  static std::string shared_partial(std::size_t k, const std::string& thread = "threadIdx.x") {
-    return "tn_xs[((" + std::to_string(k) + " * ITERS + it) * VEC + v) * THREADS + " + thread + "]";
+  // A thread's slot for column partial sum `k` of chunk `it`, column `v`: each thread owns runs
+  // of XW consecutive slots (one vector access each), and the threads' runs for a column are
+  // adjacent, so that a warp's vector accesses are conflict-free. `thread` picks another thread's
+  // (or row group's) slot.
+  static std::string shared_partial(const std::string& k, const std::string& it,
+                                    const std::string& v,
+                                    const std::string& thread = "threadIdx.x") {
+    return "tn_xs[(((" + k + " * ITERS + " + it + ") * (VEC / XW) + (" + v +
+           ") / XW) * THREADS + " + thread + ") * XW + (" + v + ") % XW]";
   }
 
   // Each CTA leaves its partial sums in the workspace: combined over its row groups in shared
@@ -1354,7 +1380,7 @@ class Emitter {
                << "          if (!(" << column_in_row() << ")) continue;\n"
                << "          float total = 0.0f;\n"
                << "          for (int g = 0; g < RPC; ++g) total += "
-               << shared_partial(static_cast<std::size_t>(column), "g * TPR + lane") << ";\n"
+               << shared_partial(std::to_string(column), "it", "v", "g * TPR + lane") << ";\n"
                << "          dst[static_cast<long long>(" << block_index_
                << ") * N + c0 + v] = total;\n"
                << "        }\n      }\n    }\n";
@@ -1422,8 +1448,8 @@ class Emitter {
            << "    tn::fold_columns<" << k << ", RPC, VEC>(\n"
            << "        first + threadIdx.x, min(CHUNKS, first + share), THREADS,\n"
            << "        [&](int i, int k, int g, int v) {\n"
-           << "          return tn_xs + ((k * ITERS + i / TPR) * VEC + v) * THREADS + g * TPR + i "
-              "% TPR;\n"
+           << "          return &" << shared_partial("k", "i / TPR", "v", "g * TPR + i % TPR")
+           << ";\n"
            << "        },\n"
            << "        [&](int i, const float* totals) {\n";
       for (int column = 0; column < k; ++column) {

@@ -518,9 +518,9 @@ TEST_CASE("codegen: a persistent backward's CTAs can fold their column partial s
   CHECK(staged.partials_per_cta == 1);
   CHECK(staged.ctas_per_row == 1);
   CHECK(contains(staged.source, "const long long tn_partial_row = blockIdx.x / tn_fold;"));
-  CHECK(
-      contains(staged.source,
-               "return tn_xs + ((k * ITERS + i / TPR) * VEC + v) * THREADS + g * TPR + i % TPR;"));
+  CHECK(contains(staged.source,
+                 "return &tn_xs[(((k * ITERS + i / TPR) * (VEC / XW) + (v) / XW) * THREADS + g * "
+                 "TPR + i % TPR) * XW + (v) % XW];"));
   CHECK(contains(staged.source,
                  "tn::store_totals<VEC, N>(tn_workspace + 1 * tn_columns_floats + "
                  "tn_partial_row * N, i * VEC, totals + 1 * VEC);"));
@@ -1326,14 +1326,24 @@ TEST_CASE("codegen: every built-in kernel compiles for the other supported archi
 
 TEST_CASE("codegen: long column partial sums live in shared memory, short ones in registers") {
   const auto program = lowered("layer_norm_backward");  // dweight and dbias
-  // 32 threads per row at N = 4096: 128 values of each sum per thread, in shared memory.
+  // 64 threads per row at N = 4096: 64 values of each sum per thread, in shared memory.
   const auto long_sums = tilenorm::generate_cuda(
-      program, {DType::bf16, DType::bf16, 4096, config(32, 1, 8, RowStorage::registers)});
+      program, {DType::bf16, DType::bf16, 4096, config(64, 1, 8, RowStorage::registers)});
   CHECK(contains(long_sums.source, "float* tn_xs = "));
   CHECK_FALSE(contains(long_sums.source, "float xacc"));
-  CHECK(long_sums.dynamic_shared_bytes == 2 * 128 * 32 * 4);
-  // The slots of one thread are a CTA apart, so the 32 lanes of a warp hit 32 banks.
-  CHECK(contains(long_sums.source, "* THREADS + threadIdx.x]"));
+  CHECK(long_sums.dynamic_shared_bytes == 2 * 64 * 64 * 4);
+  // A thread's slots are runs of four, one float4 access each, and the runs of a warp's lanes
+  // are adjacent, so its accesses are conflict-free.
+  CHECK(contains(long_sums.source, "constexpr int XW = 4;"));
+  CHECK(
+      contains(long_sums.source, "* THREADS + threadIdx.x) * XW + (v / XW * XW) % XW], 0, xp0);"));
+  CHECK_FALSE(contains(long_sums.source, "THREADS + threadIdx.x] += "));
+  // A thread that holds 128 registers of row values (32 threads: 16 vectors of x and of dy)
+  // moves one slot per access: the vector's registers would spill.
+  const auto held_rows = tilenorm::generate_cuda(
+      program, {DType::bf16, DType::bf16, 4096, config(32, 1, 8, RowStorage::registers)});
+  CHECK(contains(held_rows.source, "constexpr int XW = 1;"));
+  CHECK(held_rows.dynamic_shared_bytes == 2 * 128 * 32 * 4);
   // 16 threads per row at N = 128: 8 values of each sum per thread stay in registers.
   const auto short_sums = tilenorm::generate_cuda(
       program, {DType::bf16, DType::bf16, 128, config(16, 16, 8, RowStorage::registers)});
