@@ -586,7 +586,14 @@ class Emitter {
       params.add(ParamKind::workspace, -1, "float* __restrict__ tn_workspace");
       params.add(ParamKind::partial_rows, -1, "long long tn_partial_rows");
     }
-    emit_signature(k.name, k.threads_per_block, params, min_ctas_per_sm(k.threads_per_block));
+    // The runtime defines TILENORM_MIN_CTAS_PER_SM where a few registers keep another CTA off
+    // each SM (compile_for_occupancy). Otherwise the generator's own request, if any: ptxas
+    // allocates differently with an explicit minimum of 1 than with none.
+    const int own = min_ctas_per_sm(k.threads_per_block);
+    out_ << "#ifdef " << kMinCtasMacro << "\n"
+         << launch_bounds(k.threads_per_block, std::string(kMinCtasMacro)) << "#else\n"
+         << launch_bounds(k.threads_per_block, own > 0 ? std::to_string(own) : "") << "#endif\n";
+    emit_signature(k.name, params);
   }
 
   // Staged kernels keep the copies' addresses live across the passes, which took ptxas past
@@ -610,11 +617,14 @@ class Emitter {
     }
   };
 
-  void emit_signature(const std::string& name, int threads, const ParamList& params,
-                      int min_ctas_per_sm = 0) {
-    out_ << "extern \"C\" __global__ void __launch_bounds__(" << threads
-         << (min_ctas_per_sm > 0 ? ", " + std::to_string(min_ctas_per_sm) : "") << ")\n"
-         << name << "(";
+  static std::string launch_bounds(int threads, const std::string& min_ctas_per_sm) {
+    return "extern \"C\" __global__ void __launch_bounds__(" + std::to_string(threads) +
+           (min_ctas_per_sm.empty() ? "" : ", " + min_ctas_per_sm) + ")\n";
+  }
+
+  // The name and parameters, after the launch_bounds() line.
+  void emit_signature(const std::string& name, const ParamList& params) {
+    out_ << name << "(";
     for (std::size_t i = 0; i < params.declarations.size(); ++i)
       out_ << (i ? ",\n    " : "\n    ") << params.declarations[i];
     out_ << ") {\n";
@@ -1506,7 +1516,8 @@ class Emitter {
     params.add(ParamKind::workspace, -1, "const float* __restrict__ tn_workspace");
     params.add(ParamKind::partial_rows, -1, "long long tn_partial_rows");
     out_ << "\n";
-    emit_signature(f.name, f.threads_per_block, params);
+    out_ << launch_bounds(f.threads_per_block, "");
+    emit_signature(f.name, params);
     out_ << "  constexpr int N = " << spec_.n << ";\n"
          << "  constexpr int COLS = " << kFinishColumns << ", GROUPS = " << kFinishGroups << ";\n"
          << "  const int col_in_cta = threadIdx.x % COLS;\n"

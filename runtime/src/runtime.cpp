@@ -19,6 +19,7 @@
 #include "tilenorm/runtime/heuristics.hpp"
 #include "tilenorm/runtime/log.hpp"
 #include "tilenorm/runtime/nvrtc.hpp"
+#include "tilenorm/runtime/occupancy.hpp"
 #include "tilenorm/runtime/paths.hpp"
 
 namespace tilenorm {
@@ -62,6 +63,20 @@ BoundArgs bind_args(const ir::Program& program, std::initializer_list<NamedArg> 
   return args;
 }
 
+namespace {
+
+// Shared memory per SM where no device is at hand: that of the arch's first known GPU (its
+// opt-in limit per CTA and the 1 KiB the system reserves), else 100 KiB, the least of the
+// supported architectures (sm_86, sm_120).
+std::size_t shared_memory_per_sm(std::string_view arch) {
+  for (const DeviceLimits& device : known_devices()) {
+    if (device.arch == arch) return device.shared_memory_per_block + 1024;
+  }
+  return 100 * 1024;
+}
+
+}  // namespace
+
 BuiltKernel build_kernel(const LoweredProgram& program, const KernelSpec& spec,
                          const std::string& arch, bool use_disk_cache) {
   BuiltKernel built;
@@ -69,7 +84,9 @@ BuiltKernel build_kernel(const LoweredProgram& program, const KernelSpec& spec,
   const CompileRequest request{built.generated.source, built.generated.name, arch, {}};
   std::optional<DiskCache> cache;
   if (use_disk_cache) cache.emplace(cache_directory());
-  CompiledKernel compiled = compile_cached(request, cache ? &*cache : nullptr);
+  CompiledKernel compiled = compile_for_occupancy(
+      request, built.generated.threads_per_block, built.generated.dynamic_shared_bytes,
+      shared_memory_per_sm(arch), cache ? &*cache : nullptr);
   built.cubin = std::move(compiled.cubin);
   built.registers = compiled.registers;
   built.spill_bytes = compiled.spill_store_bytes + compiled.spill_load_bytes;
@@ -202,7 +219,9 @@ struct Runtime::Impl {
     std::lock_guard lock(mutex);
     auto it = modules.find(key);
     if (it == modules.end()) {
-      const CompiledKernel compiled = compile_cached(request, disk ? &*disk : nullptr);
+      const CompiledKernel compiled = compile_for_occupancy(
+          request, generated.threads_per_block, generated.dynamic_shared_bytes,
+          info.shared_memory_per_multiprocessor, disk ? &*disk : nullptr);
       if (!compiled.from_disk_cache) ++nvrtc_compiles;
       driver::ScopedContext scope(context);
       CUmodule module = nullptr;

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "tilenorm/dsl/dtype.hpp"
@@ -16,6 +17,11 @@ namespace tilenorm {
 
 // Bumped whenever generated code changes in a way that makes old tuning results stale.
 inline constexpr int kCodegenVersion = 3;
+
+// The macro that sets a main kernel's minimum CTAs per SM in its __launch_bounds__ (defined in
+// the source unless the compiler is given it: the runtime raises it where a few registers keep
+// another CTA off each SM).
+inline constexpr std::string_view kMinCtasMacro = "TILENORM_MIN_CTAS_PER_SM";
 
 // Where a thread keeps its share of the row between passes over it.
 enum class RowStorage : int {

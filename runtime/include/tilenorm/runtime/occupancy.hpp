@@ -1,0 +1,34 @@
+#pragma once
+// Register counts and CTAs per SM: a kernel a few registers over what one more CTA per SM
+// allows is compiled again at that count (ptxas's register choice does not look at occupancy).
+#include <cstddef>
+#include <string_view>
+
+#include "tilenorm/runtime/disk_cache.hpp"
+#include "tilenorm/runtime/nvrtc.hpp"
+
+namespace tilenorm {
+
+// How far (registers per thread) a kernel may be pushed down to reach one more CTA per SM.
+inline constexpr int kOccupancySlack = 8;
+
+// CTAs of `threads` threads that fit an SM's 64K registers at `registers` per thread (allocated
+// per warp, in units of 8 per thread) and its resident-thread limit for `arch` (2048 on sm_80,
+// sm_90 and sm_100; 1536 on the others).
+int ctas_per_sm_by_registers(int threads, int registers, std::string_view arch);
+
+// The most registers per thread (a multiple of 8, at most 255) at which `ctas` CTAs of
+// `threads` threads fit an SM's registers, or 0 if none does.
+int registers_for_ctas(int threads, int ctas);
+
+// compile_cached, then: where the kernel's registers are at most kOccupancySlack above the
+// count at which one more CTA of `threads_per_block` threads fits an SM (by registers, resident
+// threads and shared memory: the kernel's static and `dynamic_shared_bytes` per CTA, plus the
+// 1 KiB the system reserves per CTA, out of `shared_memory_per_sm`), compiles again with
+// kMinCtasMacro defined to that many CTAs (generated kernels read it in their __launch_bounds__),
+// and keeps that build if ptxas did not spill.
+CompiledKernel compile_for_occupancy(const CompileRequest& request, int threads_per_block,
+                                     std::size_t dynamic_shared_bytes,
+                                     std::size_t shared_memory_per_sm, const DiskCache* cache);
+
+}  // namespace tilenorm

@@ -1,0 +1,54 @@
+#include "tilenorm/runtime/occupancy.hpp"
+
+#include <algorithm>
+#include <string>
+
+#include "tilenorm/dsl/codegen.hpp"
+
+namespace tilenorm {
+namespace {
+
+constexpr int kRegistersPerSm = 65536;
+constexpr int kRegisterUnit = 8;  // per thread: a warp is given registers 256 at a time
+constexpr int kCtasPerSm = 32;  // resident CTAs on sm_80, sm_90 and sm_100 (fewer on sm_86, sm_89)
+
+int threads_per_sm(std::string_view arch) {
+  return arch.starts_with("sm_80") || arch.starts_with("sm_90") || arch.starts_with("sm_100")
+             ? 2048
+             : 1536;
+}
+
+}  // namespace
+
+int ctas_per_sm_by_registers(int threads, int registers, std::string_view arch) {
+  if (threads <= 0 || registers <= 0) return 0;
+  const int allocated = (registers + kRegisterUnit - 1) / kRegisterUnit * kRegisterUnit;
+  return std::min(
+      {kRegistersPerSm / (allocated * threads), threads_per_sm(arch) / threads, kCtasPerSm});
+}
+
+int registers_for_ctas(int threads, int ctas) {
+  if (threads <= 0 || ctas <= 0) return 0;
+  const int registers = kRegistersPerSm / (threads * ctas) / kRegisterUnit * kRegisterUnit;
+  return std::min(registers, 255 / kRegisterUnit * kRegisterUnit);
+}
+
+CompiledKernel compile_for_occupancy(const CompileRequest& request, int threads_per_block,
+                                     std::size_t dynamic_shared_bytes,
+                                     std::size_t shared_memory_per_sm, const DiskCache* cache) {
+  CompiledKernel first = compile_cached(request, cache);
+  if (first.registers <= 0) return first;
+  const int wanted = ctas_per_sm_by_registers(threads_per_block, first.registers, request.arch) + 1;
+  const std::size_t shared_per_cta =
+      static_cast<std::size_t>(first.shared_memory_bytes) + dynamic_shared_bytes + 1024;
+  const bool room = ctas_per_sm_by_registers(threads_per_block, 1, request.arch) >= wanted &&
+                    shared_per_cta * static_cast<std::size_t>(wanted) <= shared_memory_per_sm;
+  const int target = registers_for_ctas(threads_per_block, wanted);
+  if (!room || target <= 0 || first.registers - target > kOccupancySlack) return first;
+  CompileRequest squeezed = request;
+  squeezed.options.push_back("-D" + std::string(kMinCtasMacro) + "=" + std::to_string(wanted));
+  CompiledKernel second = compile_cached(squeezed, cache);
+  return second.spills() ? first : second;
+}
+
+}  // namespace tilenorm
