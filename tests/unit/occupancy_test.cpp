@@ -1,0 +1,61 @@
+#include "tilenorm/runtime/occupancy.hpp"
+
+#include <doctest/doctest.h>
+
+#include "tilenorm/dsl/codegen.hpp"
+#include "tilenorm/dsl/passes.hpp"
+#include "tilenorm/kernels/programs.hpp"
+
+namespace {
+
+using tilenorm::ctas_per_sm_by_registers;
+using tilenorm::registers_for_ctas;
+
+}  // namespace
+
+TEST_CASE("occupancy: CTAs per SM by registers and resident threads") {
+  // 64K registers, allocated 8 per thread at a time: 80 registers fit three CTAs of 256 threads,
+  // 81 to 88 two.
+  CHECK(ctas_per_sm_by_registers(256, 80, "sm_90") == 3);
+  CHECK(ctas_per_sm_by_registers(256, 81, "sm_90") == 2);
+  CHECK(ctas_per_sm_by_registers(256, 88, "sm_90") == 2);
+  CHECK(ctas_per_sm_by_registers(1024, 64, "sm_90") == 1);
+  CHECK(ctas_per_sm_by_registers(1024, 65, "sm_90") == 0);
+  // Few registers: the resident threads decide, 2048 on sm_90 and 1536 on sm_89.
+  CHECK(ctas_per_sm_by_registers(512, 16, "sm_90") == 4);
+  CHECK(ctas_per_sm_by_registers(512, 16, "sm_89") == 3);
+  CHECK(ctas_per_sm_by_registers(0, 16, "sm_90") == 0);
+
+  CHECK(registers_for_ctas(256, 3) == 80);
+  CHECK(registers_for_ctas(128, 4) == 128);
+  CHECK(registers_for_ctas(128, 1) == 248);  // at most 255, a multiple of 8
+  CHECK(registers_for_ctas(256, 0) == 0);
+}
+
+TEST_CASE("occupancy: a kernel a few registers over another CTA per SM is compiled to fit it") {
+  // RMSNorm's backward at bf16 N = 512 on 32 threads x 8 rows (256 threads, the heuristic's
+  // configuration): NVRTC 13.0 gives it 86 registers, two CTAs per SM; asked for three, 80 and
+  // no spills.
+  const tilenorm::LoweredProgram program =
+      tilenorm::lower(tilenorm::kernels::builtin_program("rms_norm_backward"));
+  const tilenorm::KernelSpec spec{
+      tilenorm::DType::bf16,
+      tilenorm::DType::bf16,
+      512,
+      {32, 8, 8, static_cast<int>(tilenorm::RowStorage::prefetched), 1}};
+  const tilenorm::GeneratedKernel kernel = tilenorm::generate_cuda(program, spec);
+  const tilenorm::CompileRequest request{kernel.source, kernel.name, "sm_90", {}};
+  const tilenorm::CompiledKernel plain = tilenorm::compile_cached(request, nullptr);
+  const tilenorm::CompiledKernel fitted = tilenorm::compile_for_occupancy(
+      request, kernel.threads_per_block, kernel.dynamic_shared_bytes, 228 * 1024, nullptr);
+  CAPTURE(plain.registers);
+  CAPTURE(fitted.registers);
+  CHECK_FALSE(fitted.spills());
+  CHECK(ctas_per_sm_by_registers(256, plain.registers, "sm_90") == 2);
+  CHECK(ctas_per_sm_by_registers(256, fitted.registers, "sm_90") == 3);
+  // Without the shared memory for a third CTA, nothing is squeezed.
+  const std::size_t per_cta = static_cast<std::size_t>(plain.shared_memory_bytes) + 1024;
+  const tilenorm::CompiledKernel crowded = tilenorm::compile_for_occupancy(
+      request, kernel.threads_per_block, kernel.dynamic_shared_bytes, 3 * per_cta - 1, nullptr);
+  CHECK(crowded.registers == plain.registers);
+}
