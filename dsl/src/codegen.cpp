@@ -590,6 +590,7 @@ class Emitter {
     // each SM (compile_for_occupancy). Otherwise the generator's own request, if any: ptxas
     // allocates differently with an explicit minimum of 1 than with none.
     const int own = min_ctas_per_sm(k.threads_per_block);
+    k.min_ctas_per_sm = own;
     out_ << "#ifdef " << kMinCtasMacro << "\n"
          << launch_bounds(k.threads_per_block, std::string(kMinCtasMacro)) << "#else\n"
          << launch_bounds(k.threads_per_block, own > 0 ? std::to_string(own) : "") << "#endif\n";

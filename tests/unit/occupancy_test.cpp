@@ -47,7 +47,8 @@ TEST_CASE("occupancy: a kernel a few registers over another CTA per SM is compil
   const tilenorm::CompileRequest request{kernel.source, kernel.name, "sm_90", {}};
   const tilenorm::CompiledKernel plain = tilenorm::compile_cached(request, nullptr);
   const tilenorm::CompiledKernel fitted = tilenorm::compile_for_occupancy(
-      request, kernel.threads_per_block, kernel.dynamic_shared_bytes, 228 * 1024, nullptr);
+      request, kernel.threads_per_block, kernel.dynamic_shared_bytes, 228 * 1024,
+      tilenorm::occupancy_warp_limit(kernel), nullptr);
   CAPTURE(plain.registers);
   CAPTURE(fitted.registers);
   CHECK_FALSE(fitted.spills());
@@ -56,6 +57,13 @@ TEST_CASE("occupancy: a kernel a few registers over another CTA per SM is compil
   // Without the shared memory for a third CTA, nothing is squeezed.
   const std::size_t per_cta = static_cast<std::size_t>(plain.shared_memory_bytes) + 1024;
   const tilenorm::CompiledKernel crowded = tilenorm::compile_for_occupancy(
-      request, kernel.threads_per_block, kernel.dynamic_shared_bytes, 3 * per_cta - 1, nullptr);
+      request, kernel.threads_per_block, kernel.dynamic_shared_bytes, 3 * per_cta - 1, 64, nullptr);
   CHECK(crowded.registers == plain.registers);
+  // Nor past the warp limit: this persistent kernel may gain a CTA up to 16 resident warps, and
+  // two CTAs of 256 threads are 16.
+  CHECK(kernel.persistent);
+  CHECK(tilenorm::occupancy_warp_limit(kernel) == 16);
+  const tilenorm::CompiledKernel limited = tilenorm::compile_for_occupancy(
+      request, kernel.threads_per_block, kernel.dynamic_shared_bytes, 228 * 1024, 15, nullptr);
+  CHECK(limited.registers == plain.registers);
 }

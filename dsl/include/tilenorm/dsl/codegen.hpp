@@ -161,6 +161,8 @@ struct GeneratedKernel {
   // The grid is no larger than fits on the device at once, each CTA (or cluster) looping over
   // row blocks: programs that sum across rows, and prefetched rows.
   bool persistent = false;
+  // The CTAs per SM the generator asks ptxas to fit (staged rows), or 0.
+  int min_ctas_per_sm = 0;
 };
 
 // Throws ProgramError (naming the problem) when config_problem() reports one.
