@@ -109,12 +109,18 @@ struct IsBf16<bf16> {
   static constexpr bool value = true;
 };
 
+// Whether bf16 chunks unpack a 32-bit word at a time (unpack_elements); a kernel may define it
+// 0 before the prelude.
+#ifndef TN_UNPACK_WORDS
+#define TN_UNPACK_WORDS 1
+#endif
+
 // A chunk's elements in fp32. bf16 pairs are taken a 32-bit word at a time: the low element is
 // the word shifted left and the high one the word masked, one instruction each (element by
 // element, the high one is extracted and then shifted: two).
 template <class T, int V>
 __device__ __forceinline__ void unpack_elements(const Chunk<T, V>& c, float (&out)[V]) {
-  if constexpr (IsBf16<T>::value && V % 2 == 0) {
+  if constexpr (TN_UNPACK_WORDS && IsBf16<T>::value && V % 2 == 0) {
     union {
       typename RawVector<sizeof(T) * V>::type raw;
       u32 word[V / 2];

@@ -306,14 +306,17 @@ std::int64_t register_budget(const KernelSpec& spec) {
 }
 
 // Column partial sums in shared memory are read, added to and written back in runs of this many
-// consecutive slots per thread (XW in the kernel): four, one float4 access per four columns.
-// One where ptxas spilled with four (NVRTC 13.0, sm_90): where the thread already holds 128
+// consecutive slots per thread (XW in the kernel): four, one float4 access per four columns, in
+// clusters, where it measured 1.7-3.3 points faster (H200, twelfth session, runs 3-4); one on a
+// CTA per row, where it measured faster at 9 of 15 shapes (LayerNorm backward N = 4096: 90.0%
+// against 84.4%) and slower at 6 (N = 2048: 83.3% against 88.7%). One also where ptxas spilled
+// with four (NVRTC 13.0, sm_90): where the thread already holds 128
 // registers of row values (RMSNorm's backward at bf16 N = 4096 on 64 threads x 8 prefetched
 // vectors: 254 registers before, 28 bytes spilled with four), and in peeled rows (LayerNorm's
 // recompute at N = 40001 on 16 x 128 threads: 4 bytes spilled at 96 registers with four, none
 // at 107 with one).
 int partial_run_width(const LoweredProgram& lp, const KernelSpec& spec) {
-  if (spec.peel_rows || held_registers(lp, spec) >= 128) return 1;
+  if (spec.config.ctas_per_row == 1 || spec.peel_rows || held_registers(lp, spec) >= 128) return 1;
   return std::min(spec.config.vec, 4);
 }
 
@@ -410,6 +413,11 @@ class Emitter {
     k.ctas_per_row = spec_.config.ctas_per_row;
     k.folds_partials = folds_;
     k.persistent = persistent_;
+    // Kernels that sum across rows on one CTA per row unpack bf16 element by element: with the
+    // word-wise unpacking ptxas scheduled them differently and they measured slower (H200,
+    // twelfth session: RMSNorm's backward at N = 12288 77% against 88%, N = 1024 at 3 CTAs per
+    // SM instead of 4), while forwards and cluster backwards gained.
+    if (plan_.needs_finish() && !clustered_) out_ << "#define TN_UNPACK_WORDS 0\n";
     out_ << device_prelude() << "\n";
     if (clustered_) out_ << device_prelude_sm90() << "\n";
     // Only the fold needs the sm_90 prelude here; older targets take the generic fold.

@@ -222,12 +222,15 @@ TEST_CASE(
     CHECK(contains(kernel.source, "typedef tn::bf16 T;"));
     CHECK(kernel.threads_per_block == spec.config.threads_per_row * spec.config.rows_per_cta);
     CHECK(kernel.rows_per_cta == spec.config.rows_per_cta);
-    CHECK(kernel.source.starts_with(tilenorm::device_prelude()));
-    // The prelude once, then the kernels; a backward that folds its partial sums across a
-    // cluster adds the sm_90 prelude once, for sm_90 and later only.
+    // The prelude once (a backward on one CTA per row asks it first for element-wise bf16
+    // unpacking), then the kernels; a backward that folds its partial sums across a cluster adds
+    // the sm_90 prelude once, for sm_90 and later only.
+    const std::string lead =
+        kernel.plan.needs_finish() && kernel.ctas_per_row == 1 ? "#define TN_UNPACK_WORDS 0\n" : "";
+    CHECK(kernel.source.starts_with(lead + std::string(tilenorm::device_prelude())));
     const std::string sm90_guarded = "#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900\n" +
                                      std::string(tilenorm::device_prelude_sm90()) + "#endif\n";
-    std::size_t after = tilenorm::device_prelude().size();
+    std::size_t after = lead.size() + tilenorm::device_prelude().size();
     if (kernel.folds_partials) {
       CHECK(kernel.source.find(sm90_guarded, after) == after + 1);
       after += 1 + sm90_guarded.size();
@@ -1335,18 +1338,26 @@ TEST_CASE("codegen: long column partial sums live in shared memory, short ones i
   CHECK(contains(long_sums.source, "float* tn_xs = "));
   CHECK_FALSE(contains(long_sums.source, "float xacc"));
   CHECK(long_sums.dynamic_shared_bytes == 2 * 64 * 64 * 4);
-  // A thread's slots are runs of four, one float4 access each, and the runs of a warp's lanes
-  // are adjacent, so its accesses are conflict-free.
-  CHECK(contains(long_sums.source, "constexpr int XW = 4;"));
+  // On one CTA per row a thread's slots are a CTA apart (runs of one), so the 32 lanes of a warp
+  // hit 32 banks.
+  CHECK(contains(long_sums.source, "constexpr int XW = 1;"));
   CHECK(
       contains(long_sums.source, "* THREADS + threadIdx.x) * XW + (v / XW * XW) % XW], 0, xp0);"));
-  CHECK_FALSE(contains(long_sums.source, "THREADS + threadIdx.x] += "));
-  // A thread that holds 128 registers of row values (32 threads: 16 vectors of x and of dy)
-  // moves one slot per access: the vector's registers would spill.
-  const auto held_rows = tilenorm::generate_cuda(
-      program, {DType::bf16, DType::bf16, 4096, config(32, 1, 8, RowStorage::registers)});
+  // In a cluster they are runs of four, one float4 access each, and the runs of a warp's lanes
+  // are adjacent, so its accesses stay conflict-free (N = 16384 on 4 x 128 threads: 32 values
+  // of each sum per thread).
+  const KernelConfig cluster{128, 1, 8, static_cast<int>(RowStorage::prefetched), 4};
+  const auto clustered =
+      tilenorm::generate_cuda(program, {DType::bf16, DType::bf16, 16384, cluster});
+  CHECK(contains(clustered.source, "float* tn_xs = "));
+  CHECK(contains(clustered.source, "constexpr int XW = 4;"));
+  CHECK_FALSE(contains(clustered.source, "THREADS + threadIdx.x] += "));
+  // Unless the thread holds 128 registers of row values (N = 32768: 8 vectors of x and of dy,
+  // twice for the prefetch), where the vector's registers would spill.
+  const auto held_rows =
+      tilenorm::generate_cuda(program, {DType::bf16, DType::bf16, 32768, cluster});
+  CHECK(contains(held_rows.source, "float* tn_xs = "));
   CHECK(contains(held_rows.source, "constexpr int XW = 1;"));
-  CHECK(held_rows.dynamic_shared_bytes == 2 * 128 * 32 * 4);
   // 16 threads per row at N = 128: 8 values of each sum per thread stay in registers.
   const auto short_sums = tilenorm::generate_cuda(
       program, {DType::bf16, DType::bf16, 128, config(16, 16, 8, RowStorage::registers)});
