@@ -414,7 +414,7 @@ class Emitter {
     k.folds_partials = folds_;
     k.persistent = persistent_;
     // Kernels that sum across rows on one CTA per row unpack bf16 element by element: with the
-    // word-wise unpacking ptxas scheduled them differently and they measured slower (H200,
+    // word-wise unpacking ptxas gave them other register counts and they measured slower (H200,
     // twelfth session: RMSNorm's backward at N = 12288 77% against 88%, N = 1024 at 3 CTAs per
     // SM instead of 4), while forwards and cluster backwards gained.
     if (plan_.needs_finish() && !clustered_) out_ << "#define TN_UNPACK_WORDS 0\n";
