@@ -306,15 +306,13 @@ std::int64_t register_budget(const KernelSpec& spec) {
 }
 
 // Column partial sums in shared memory are read, added to and written back in runs of this many
-// consecutive slots per thread (XW in the kernel): four, one float4 access per four columns, in
-// clusters, where it measured 1.7-3.3 points faster (H200, twelfth session, runs 3-4); one on a
-// CTA per row, where it measured faster at 9 of 15 shapes (LayerNorm backward N = 4096: 90.0%
-// against 84.4%) and slower at 6 (N = 2048: 83.3% against 88.7%). One also where ptxas spilled
-// with four (NVRTC 13.0, sm_90): where the thread already holds 128
-// registers of row values (RMSNorm's backward at bf16 N = 4096 on 64 threads x 8 prefetched
-// vectors: 254 registers before, 28 bytes spilled with four), and in peeled rows (LayerNorm's
-// recompute at N = 40001 on 16 x 128 threads: 4 bytes spilled at 96 registers with four, none
-// at 107 with one).
+// consecutive slots per thread (XW in the kernel), measured on the H200 (twelfth session):
+// - four (one float4 access per four columns) in clusters: 1.7-3.3 points faster;
+// - one on a CTA per row, faster there at 9 of 15 shapes (LayerNorm backward N = 4096: 90.0%
+//   against 84.4%), slower at 6 (N = 2048: 83.3% against 88.7%);
+// - one where ptxas spilled with four (NVRTC 13.0, sm_90): threads that hold 128 registers of
+//   row values (RMSNorm's backward at bf16 N = 4096 on 64 threads x 8 prefetched vectors: 28
+//   bytes), and peeled rows (LayerNorm's recompute at N = 40001 on 16 x 128 threads: 4 bytes).
 int partial_run_width(const LoweredProgram& lp, const KernelSpec& spec) {
   if (spec.config.ctas_per_row == 1 || spec.peel_rows || held_registers(lp, spec) >= 128) return 1;
   return std::min(spec.config.vec, 4);
@@ -413,6 +411,7 @@ class Emitter {
     k.ctas_per_row = spec_.config.ctas_per_row;
     k.folds_partials = folds_;
     k.persistent = persistent_;
+    k.min_ctas_per_sm = min_ctas_per_sm(k.threads_per_block);
     // Kernels that sum across rows on one CTA per row unpack bf16 element by element: with the
     // word-wise unpacking ptxas gave them other register counts and they measured slower (H200,
     // twelfth session: RMSNorm's backward at N = 12288 77% against 88%, N = 1024 at 3 CTAs per
@@ -493,11 +492,9 @@ class Emitter {
   std::string and_chunk_in_row() const {
     return covers_row_exactly() ? "" : " && " + chunk_in_row();
   }
-  // For a peeled row's loads and stores: whether chunk `it` is a whole vector inside the row
-  // for every thread (the first sweep holds the head).
-  std::string peeled_interior() const { return "it > 0 && it < FULL_ITERS"; }
-  // The trailing argument of a row chunk's load or store: the interior flag of a peeled one.
-  std::string interior_arg() const { return peel() ? ", " + peeled_interior() : ""; }
+  // The trailing argument of a row chunk's load or store: for a peeled row, whether chunk `it`
+  // is a whole vector inside the row for every thread (the first sweep holds the head).
+  std::string interior_arg() const { return peel() ? ", it > 0 && it < FULL_ITERS" : ""; }
   // Where chunk c0 sits in a row's shared-memory stash: at its chunk index times VEC, which
   // for peeled rows is not its column.
   std::string stash_offset() const { return peel() ? "(c0 + tn_shift)" : "c0"; }
@@ -597,8 +594,7 @@ class Emitter {
     // The runtime defines TILENORM_MIN_CTAS_PER_SM where a few registers keep another CTA off
     // each SM (compile_for_occupancy). Otherwise the generator's own request, if any: ptxas
     // allocates differently with an explicit minimum of 1 than with none.
-    const int own = min_ctas_per_sm(k.threads_per_block);
-    k.min_ctas_per_sm = own;
+    const int own = k.min_ctas_per_sm;
     out_ << "#ifdef " << kMinCtasMacro << "\n"
          << launch_bounds(k.threads_per_block, std::string(kMinCtasMacro)) << "#else\n"
          << launch_bounds(k.threads_per_block, own > 0 ? std::to_string(own) : "") << "#endif\n";
@@ -802,8 +798,7 @@ class Emitter {
       } else {
         out_ << "      in" << i << "_next[it] = fetch_valid" << and_chunk_in_row()
              << " ? tn::fetch_chunk" << (peel() ? "_peeled<" : "<") << t << ", VEC, N>(fetch" << i
-             << ", c0" << (peel() ? ", " + peeled_interior() : "") << ") : tn::raw_zero<" << t
-             << ", VEC>();\n";
+             << ", c0" << interior_arg() << ") : tn::raw_zero<" << t << ", VEC>();\n";
       }
     }
     out_ << "    }\n  }\n";
@@ -1234,8 +1229,8 @@ class Emitter {
     out_ << "      float in" << i << "[VEC];\n";
     if (storage_ == RowStorage::shared && !stashed_[index] && peel()) {
       out_ << "      if (row_valid) tn::load_chunk_and_stash_peeled<" << t << ", VEC, N>(row" << i
-           << ", stash" << i << " + " << stash_offset() << ", c0, in" << i << ", "
-           << peeled_interior() << ");\n      else tn::zero(in" << i << ");\n";
+           << ", stash" << i << " + " << stash_offset() << ", c0, in" << i << interior_arg()
+           << ");\n      else tn::zero(in" << i << ");\n";
       stashed_[index] = true;
     } else if (storage_ == RowStorage::shared && !stashed_[index]) {
       out_ << "      if (row_valid) tn::load_chunk_and_stash<" << t << ", VEC, N>(row" << i

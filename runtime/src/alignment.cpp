@@ -24,10 +24,6 @@ int peel_vec(std::span<const RowPlacement> tensors, std::int64_t rows, int wides
   return vec;
 }
 
-}  // namespace tilenorm
-
-namespace tilenorm {
-
 std::int64_t peeled_grid(std::int64_t blocks, std::int64_t row_blocks, std::int64_t row_stride,
                          int vec) {
   if (blocks >= row_blocks) return row_blocks;

@@ -23,10 +23,6 @@ struct RowPlacement {
 // a few elements into a buffer all keep the widest vector.
 int peel_vec(std::span<const RowPlacement> tensors, std::int64_t rows, int widest);
 
-}  // namespace tilenorm
-
-namespace tilenorm {
-
 // The grid (row blocks advanced per sweep) of a kernel that loops over row blocks and peels its
 // rows, from the `blocks` it would otherwise take, for rows of `row_stride` elements peeled at
 // `vec`. Such a kernel computes each thread's shift once, from its first row, and keeps its
