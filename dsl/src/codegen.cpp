@@ -377,6 +377,7 @@ class Emitter {
         plan_(plan_kernels(lp)) {
     stashed_.assign(p_.slots.size(), false);
     shared_partials_ = shared_partials_bytes(lp, spec) > 0;
+    runs_ = shared_partials_ ? partial_run_width(lp, spec) : 1;
     column_stash_ = column_stash_bytes(lp, spec) > 0;
     clustered_ = spec.config.ctas_per_row > 1;
     persistent_ = persistent_kernel(lp, spec);
@@ -658,14 +659,16 @@ class Emitter {
         column_stash_)
       out_ << "  extern __shared__ __align__(16) unsigned char tn_dynamic_smem[];\n";
     if (shared_partials_) {
-      out_
-          << "  constexpr int THREADS = TPR * RPC;\n"
-          << "  constexpr int XW = " << partial_run_width(lp_, spec_)
-          << ";  // column partial sums a shared-memory access moves\n"
-          << "  float* tn_xs = reinterpret_cast<float*>(tn_dynamic_smem + "
-          << row_stash_bytes(lp_, spec_) << ");  // column partial sums, this thread's slots\n"
-          << "  for (int i = 0; i < " << plan_.column_partials
-          << " * ITERS * VEC; ++i) tn_xs[(i / XW * THREADS + threadIdx.x) * XW + i % XW] = 0.0f;\n";
+      out_ << "  constexpr int THREADS = TPR * RPC;\n";
+      if (runs_ > 1)
+        out_ << "  constexpr int XW = " << runs_
+             << ";  // column partial sums a shared-memory access moves\n";
+      out_ << "  float* tn_xs = reinterpret_cast<float*>(tn_dynamic_smem + "
+           << row_stash_bytes(lp_, spec_) << ");  // column partial sums, this thread's slots\n"
+           << "  for (int i = 0; i < " << plan_.column_partials << " * ITERS * VEC; ++i) "
+           << (runs_ > 1 ? "tn_xs[(i / XW * THREADS + threadIdx.x) * XW + i % XW]"
+                         : "tn_xs[i * THREADS + threadIdx.x]")
+           << " = 0.0f;\n";
     }
     if (peel() && persistent_) emit_shift_of_first_row();
     if (column_stash_) emit_column_stash();
@@ -1052,7 +1055,7 @@ class Emitter {
          << "    if (" << chunk_in_row() << ") {\n";
     emit_chunk_loads(nodes);
     for (std::size_t i : outputs) out_ << "      float out" << i << "[VEC];\n";
-    if (shared_partials_) {
+    if (runs_ > 1) {
       for (std::size_t k = 0; k < column_sums.size(); ++k)
         out_ << "      float xp" << k << "[XW];\n";
     }
@@ -1074,11 +1077,14 @@ class Emitter {
     }
     for (std::size_t k = 0; k < column_sums.size(); ++k) {
       const NodeId r = column_sums[k];
-      if (shared_partials_) {
+      if (runs_ > 1) {
         // Added a run of XW columns at a time, so that only XW values wait for the add.
         out_ << "        xp" << k << "[v % XW] = " << ref(g_.node(r).args[0]) << ";\n"
              << "        if (row_valid && v % XW == XW - 1) tn::add_to_partials<XW, XW>(&"
              << shared_partial(std::to_string(k), "it", "v / XW * XW") << ", 0, xp" << k << ");\n";
+      } else if (shared_partials_) {
+        out_ << "        if (row_valid) " << shared_partial(std::to_string(k), "it", "v")
+             << " += " << ref(g_.node(r).args[0]) << ";\n";
       } else {
         out_ << "        if (row_valid) xacc" << r << "[it][v] += " << ref(g_.node(r).args[0])
              << ";\n";
@@ -1354,13 +1360,17 @@ class Emitter {
     out_ << "  }\n";
   }
 
-  // A thread's slot for column partial sum `k` of chunk `it`, column `v`: each thread owns runs
-  // of XW consecutive slots (one vector access each), and the threads' runs for a column are
-  // adjacent, so that a warp's vector accesses are conflict-free. `thread` picks another thread's
-  // (or row group's) slot.
-  static std::string shared_partial(const std::string& k, const std::string& it,
-                                    const std::string& v,
-                                    const std::string& thread = "threadIdx.x") {
+  // A thread's slot for column partial sum `k` of chunk `it`, column `v`. In runs of one, a
+  // thread's slots are a CTA apart, so the lanes of a warp hit 32 banks. In runs of XW, each
+  // thread owns runs of XW consecutive slots (one vector access each), and the threads' runs for
+  // a column are adjacent, so a warp's vector accesses are conflict-free. `thread` picks another
+  // thread's (or row group's) slot. (Runs of one are spelled without XW: ptxas allocated the
+  // same kernel differently from the equivalent XW = 1 index arithmetic.)
+  std::string shared_partial(const std::string& k, const std::string& it, const std::string& v,
+                             const std::string& thread = "threadIdx.x") const {
+    if (runs_ == 1)
+      return "tn_xs[((" + k + " * ITERS + " + it + ") * VEC + " + v + ") * THREADS + " + thread +
+             "]";
     return "tn_xs[(((" + k + " * ITERS + " + it + ") * (VEC / XW) + (" + v +
            ") / XW) * THREADS + " + thread + ") * XW + (" + v + ") % XW]";
   }
@@ -1462,7 +1472,10 @@ class Emitter {
            << "    tn::fold_columns<" << k << ", RPC, VEC>(\n"
            << "        first + threadIdx.x, min(CHUNKS, first + share), THREADS,\n"
            << "        [&](int i, int k, int g, int v) {\n"
-           << "          return &" << shared_partial("k", "i / TPR", "v", "g * TPR + i % TPR")
+           << "          return "
+           << (runs_ == 1 ? std::string("tn_xs + ((k * ITERS + i / TPR) * VEC + v) * THREADS + g * "
+                                        "TPR + i % TPR")
+                          : "&" + shared_partial("k", "i / TPR", "v", "g * TPR + i % TPR"))
            << ";\n"
            << "        },\n"
            << "        [&](int i, const float* totals) {\n";
@@ -1606,6 +1619,7 @@ class Emitter {
   bool folds_ = false;            // column partial sums folded across a cluster (folds_partials)
   bool persistent_ = false;       // loops over row blocks (persistent_kernel)
   bool shared_partials_ = false;  // column partial sums in shared memory, not registers
+  int runs_ = 1;                  // their slots per shared-memory access (partial_run_width)
   bool column_stash_ = false;     // column parameters copied to shared memory once per CTA
   bool clustered_ = false;        // a cluster of CTAs splits each row
   std::string block_index_;       // this CTA's (or cluster's) first row block
