@@ -528,25 +528,18 @@ __device__ __forceinline__ Comoment combine_comoment_partials(const float* parti
       [&](int i) { return load_comoment(partials + i * stride, 1); });
 }
 
-// Adds a chunk's V column values to this thread's partial sums in shared memory: runs of W
-// consecutive slots, `stride` floats apart, one vector load and store per run.
-template <int V, int W>
-__device__ __forceinline__ void add_to_partials(float* run, int stride, const float (&values)[V]) {
-  static_assert(V % W == 0 && (W == 1 || W == 2 || W == 4), "runs of 1, 2 or 4 slots");
-#pragma unroll
-  for (int q = 0; q < V / W; ++q) {
-    float* p = run + q * stride;
-    const float* add = values + q * W;
-    if constexpr (W == 4) {
-      float4 s = *reinterpret_cast<float4*>(p);
-      *reinterpret_cast<float4*>(p) =
-          make_float4(s.x + add[0], s.y + add[1], s.z + add[2], s.w + add[3]);
-    } else if constexpr (W == 2) {
-      float2 s = *reinterpret_cast<float2*>(p);
-      *reinterpret_cast<float2*>(p) = make_float2(s.x + add[0], s.y + add[1]);
-    } else {
-      p[0] += add[0];
-    }
+// Adds W column values to a run of W consecutive partial sums in shared memory: one vector
+// load and one store.
+template <int W>
+__device__ __forceinline__ void add_run(float* run, const float (&values)[W]) {
+  static_assert(W == 2 || W == 4, "runs of 2 or 4 slots");
+  if constexpr (W == 4) {
+    const float4 s = *reinterpret_cast<float4*>(run);
+    *reinterpret_cast<float4*>(run) =
+        make_float4(s.x + values[0], s.y + values[1], s.z + values[2], s.w + values[3]);
+  } else {
+    const float2 s = *reinterpret_cast<float2*>(run);
+    *reinterpret_cast<float2*>(run) = make_float2(s.x + values[0], s.y + values[1]);
   }
 }
 

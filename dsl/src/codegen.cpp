@@ -1080,8 +1080,8 @@ class Emitter {
       if (runs_ > 1) {
         // Added a run of XW columns at a time, so that only XW values wait for the add.
         out_ << "        xp" << k << "[v % XW] = " << ref(g_.node(r).args[0]) << ";\n"
-             << "        if (row_valid && v % XW == XW - 1) tn::add_to_partials<XW, XW>(&"
-             << shared_partial(std::to_string(k), "it", "v / XW * XW") << ", 0, xp" << k << ");\n";
+             << "        if (row_valid && v % XW == XW - 1) tn::add_run<XW>(&"
+             << shared_partial(std::to_string(k), "it", "v / XW * XW") << ", xp" << k << ");\n";
       } else if (shared_partials_) {
         out_ << "        if (row_valid) " << shared_partial(std::to_string(k), "it", "v")
              << " += " << ref(g_.node(r).args[0]) << ";\n";
