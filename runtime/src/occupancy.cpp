@@ -33,19 +33,19 @@ int registers_for_ctas(int threads, int ctas) {
   return std::min(registers, 255 / kRegisterUnit * kRegisterUnit);
 }
 
-int occupancy_warp_limit(const GeneratedKernel& kernel) {
+int occupancy_cta_limit(const GeneratedKernel& kernel) {
   if (kernel.ctas_per_row > 1 || kernel.min_ctas_per_sm > 0) return 0;
-  return kernel.persistent ? 16 : 64;
+  return kernel.persistent ? 2 : kCtasPerSm;
 }
 
 CompiledKernel compile_for_occupancy(const CompileRequest& request, int threads_per_block,
                                      std::size_t dynamic_shared_bytes,
-                                     std::size_t shared_memory_per_sm, int warp_limit,
+                                     std::size_t shared_memory_per_sm, int cta_limit,
                                      const DiskCache* cache) {
   CompiledKernel first = compile_cached(request, cache);
   if (first.registers <= 0) return first;
   const int ctas = ctas_per_sm_by_registers(threads_per_block, first.registers, request.arch);
-  if (ctas * threads_per_block / 32 > warp_limit) return first;
+  if (ctas > cta_limit) return first;
   const int wanted = ctas + 1;
   const std::size_t shared_per_cta =
       static_cast<std::size_t>(first.shared_memory_bytes) + dynamic_shared_bytes + 1024;

@@ -86,7 +86,7 @@ BuiltKernel build_kernel(const LoweredProgram& program, const KernelSpec& spec,
   if (use_disk_cache) cache.emplace(cache_directory());
   CompiledKernel compiled = compile_for_occupancy(
       request, built.generated.threads_per_block, built.generated.dynamic_shared_bytes,
-      shared_memory_per_sm(arch), occupancy_warp_limit(built.generated), cache ? &*cache : nullptr);
+      shared_memory_per_sm(arch), occupancy_cta_limit(built.generated), cache ? &*cache : nullptr);
   built.cubin = std::move(compiled.cubin);
   built.registers = compiled.registers;
   built.spill_bytes = compiled.spill_store_bytes + compiled.spill_load_bytes;
@@ -221,7 +221,7 @@ struct Runtime::Impl {
     if (it == modules.end()) {
       const CompiledKernel compiled = compile_for_occupancy(
           request, generated.threads_per_block, generated.dynamic_shared_bytes,
-          info.shared_memory_per_multiprocessor, occupancy_warp_limit(generated),
+          info.shared_memory_per_multiprocessor, occupancy_cta_limit(generated),
           disk ? &*disk : nullptr);
       if (!compiled.from_disk_cache) ++nvrtc_compiles;
       driver::ScopedContext scope(context);

@@ -22,15 +22,15 @@ int ctas_per_sm_by_registers(int threads, int registers, std::string_view arch);
 // `threads` threads fit an SM's registers, or 0 if none does.
 int registers_for_ctas(int threads, int ctas);
 
-// Up to how many resident warps per SM a generated kernel is worth another CTA (measured on the
-// H200, docs/performance.md, twelfth session): a kernel of one row block per CTA at any
-// occupancy (more CTAs hide more latency); a persistent one only from 16 warps or fewer (two
-// CTAs of 256 threads, where a third paid, and where at 40 warps a sixth cost 7 points); 0, never,
-// for clusters (their CTAs per SM follow the cluster) and kernels whose generator asked for
-// its own count (staged rows).
-int occupancy_warp_limit(const GeneratedKernel& kernel);
+// Up to how many resident CTAs per SM a generated kernel is worth another one (measured on the
+// H200, docs/performance.md, twelfth and thirteenth sessions): a kernel of one row block per CTA
+// at any occupancy (more CTAs hide more latency); a persistent one only from two CTAs (a third
+// paid 11-12 points; a fourth of 128 threads cost 7, a sixth of 256 threads 7); 0, never, for
+// clusters (their CTAs per SM follow the cluster) and kernels whose generator asked for its own
+// count (staged rows).
+int occupancy_cta_limit(const GeneratedKernel& kernel);
 
-// compile_cached, then: where the kernel has at most `warp_limit` resident warps per SM and its
+// compile_cached, then: where the kernel has at most `cta_limit` resident CTAs per SM and its
 // registers are at most kOccupancySlack above the count at which one more CTA of
 // `threads_per_block` threads fits an SM (by registers, resident threads and shared memory: the
 // kernel's static and `dynamic_shared_bytes` per CTA, plus the 1 KiB the system reserves per
@@ -39,7 +39,7 @@ int occupancy_warp_limit(const GeneratedKernel& kernel);
 // not spill.
 CompiledKernel compile_for_occupancy(const CompileRequest& request, int threads_per_block,
                                      std::size_t dynamic_shared_bytes,
-                                     std::size_t shared_memory_per_sm, int warp_limit,
+                                     std::size_t shared_memory_per_sm, int cta_limit,
                                      const DiskCache* cache);
 
 }  // namespace tilenorm
