@@ -21,6 +21,11 @@ constexpr std::int64_t kClusterMinRowVectors = 1024;   // rows shorter than this
 constexpr std::int64_t kClusterMinSliceVectors = 256;  // each CTA of a cluster gets at least this
 constexpr std::int64_t kClusterMaxVectorsPerThread = 4;
 constexpr std::int64_t kPipelinedMinRowVectors = 4096;
+// A forward's persistent grid without a cluster (prefetched rows) is searched from rows of this
+// many vectors: it won at some ragged rows of 360-1543 vectors (thirteenth session, bf16:
+// LayerNorm N = 2880 on 64 threads x 4 rows 84.8% of the copy ceiling against 82.9% in
+// registers, N = 7680 83.2% against 79.3%; RMSNorm N = 7680 89.1% against 87.2%).
+constexpr std::int64_t kForwardPrefetchMinRowVectors = 320;
 
 std::vector<int> powers_of_two(int first, int last) {
   std::vector<int> values;
@@ -164,10 +169,12 @@ std::optional<PrunedCandidate> prune(const Context& context, const KernelConfig&
                     "here, overlaps it with the next row block");
     }
   }
-  if (fetches_ahead(storage) && config.ctas_per_row == 1 && !persistent) {
+  if (fetches_ahead(storage) && config.ctas_per_row == 1 && !persistent &&
+      vectors_per_row < kForwardPrefetchMinRowVectors) {
     return pruned(PruneRule::forward_prefetch,
                   "without sums across rows, fetching ahead (prefetched or staged, a persistent "
-                  "grid) is searched only with a cluster, where it hides the cluster's barriers");
+                  "grid) is searched with a cluster, or from rows of " +
+                      std::to_string(kForwardPrefetchMinRowVectors) + " vectors");
   }
   // Staged rows won where the next row's loads had no registers to land in: backwards of one
   // CTA per row (H200, bf16, 2026-11-30: LayerNorm N = 4096-16384 +3 to +6 points of the copy

@@ -24,6 +24,9 @@ constexpr std::int64_t kClusterRowVectors = 2048;
 constexpr int kMaxClusterCtas = 16;
 constexpr std::int64_t kLongRowVectors = 1024;
 constexpr std::int64_t kForwardClusterRowVectors = 4096;
+// A forward on one CTA per row whose last sweep is partly empty takes half the threads where
+// each then holds at most this many vectors (see heuristic_config).
+constexpr std::int64_t kRaggedForwardVectors = 8;
 
 // Threads per CTA that short rows are stacked into, and the smaller CTAs of a forward whose
 // rows take at most that many threads.
@@ -184,19 +187,28 @@ KernelConfig heuristic_config(const LoweredProgram& program, DType io_dtype, DTy
   const bool cluster_forward =
       !persistent && single_phase &&
       (comoments ? chunks >= kForwardClusterRowVectors : chunks > kForwardClusterRowVectors);
+  // Misaligned (peeled) rows of a one-phase forward past kLongRowVectors take a cluster of two:
+  // its persistent CTAs keep one misalignment each, so they shift the column parameters into
+  // shared memory once, not per row (thirteenth session, tilenorm-tune --show-candidates, bf16
+  // N = 12345, M = 5436: RMSNorm on 2 x 256 threads, prefetched, 77.4% of the copy ceiling
+  // against 62.5% on one CTA of 256 threads; LayerNorm 60.5% against 48.4%).
+  const bool peeled_cluster_forward =
+      !persistent && single_phase && peel_rows && chunks > kLongRowVectors;
   // A backward with two column sums (LayerNorm's dweight and dbias) keeps half the slice, four
   // vectors per thread, prefetched (tenth session, tilenorm-tune --show-candidates, bf16,
   // saved statistics: N = 32768 M = 2048 on 8 x 128 threads 54.9% against 47.2% on 4 x 512 in
   // registers; 65536 M = 1024 on 16 x 128 48.8% against 44.8%; 131072 M = 512 on 16 x 256 41.0%
   // against 38.0%; 262144 M = 256 on 16 x 512 31.7% against 29.4%; recomputing, N = 32768 on
   // 8 x 128 52.9% against 48.1% on 4 x 256, 65536 46.0% either way).
-  if (limits.clusters && (cluster_backward || cluster_forward)) {
+  if (limits.clusters && (cluster_backward || cluster_forward || peeled_cluster_forward)) {
     const std::int64_t slice_limit =
         cluster_backward && two_column_sums ? kClusterSliceVectors / 2 : kClusterSliceVectors;
     // A one-phase forward without co-moments takes the largest cluster (tenth session, bf16:
     // RMSNorm N = 65536 on 16 x 256 threads 85.6%, 16 x 128 84.5%, against 83.0% on 4 x 512;
     // 131072 on 16 x 256 87.4% against 84.3% on 8 x 512; 262144 already took 16).
-    int ctas = cluster_forward && !comoments ? kMaxClusterCtas : 1;
+    int ctas = cluster_forward && !comoments ? kMaxClusterCtas
+               : peeled_cluster_forward     ? 2
+                                            : 1;
     while (ctas < kMaxClusterCtas && (chunks + ctas - 1) / ctas > slice_limit) ctas *= 2;
     // A co-moment on slices past the limit (a cluster of 16 is too small) takes 512 threads
     // per CTA: since its variance states shuffle two floats, not four (eighth session), that
@@ -252,8 +264,18 @@ KernelConfig heuristic_config(const LoweredProgram& program, DType io_dtype, DTy
               ((!single_phase || comoments) && chunks > kLongRowVectors)
           ? 8
           : 4;
-  for (int threads = fewest_threads(chunks, vectors_per_thread, narrowest, persistent);
-       threads <= 1024; threads *= 2) {
+  int first_threads = fewest_threads(chunks, vectors_per_thread, narrowest, persistent);
+  // A forward whose last sweep would be partly empty takes half the threads where each then
+  // holds at most kRaggedForwardVectors vectors (thirteenth session, tilenorm-tune
+  // --show-candidates, bf16, M = 2^26 / N, % of the copy ceiling: RMSNorm N = 7168 at 128
+  // threads 89.1% against 80.8% at 256, N = 12344 at 256 threads 87.6% against 78.5% at 512;
+  // LayerNorm N = 7168 88.5% against 73.4%, N = 2880 at 64 threads 82.9% against 74.2% at 128).
+  // Rows that fill their sweeps measured within 2 points either way.
+  const std::int64_t row_slots = chunks + (peel_rows ? 1 : 0);
+  if (!persistent && row_slots % first_threads != 0 && first_threads / 2 >= narrowest &&
+      (row_slots + first_threads / 2 - 1) / (first_threads / 2) <= kRaggedForwardVectors)
+    first_threads /= 2;
+  for (int threads = first_threads; threads <= 1024; threads *= 2) {
     // A row with more vectors per thread than preferred (just past a power of two) keeps its
     // CTA to itself (RMSNorm bf16 N = 4097 at 128 threads: 77% of the copy ceiling with one
     // row per CTA, 53% with two).

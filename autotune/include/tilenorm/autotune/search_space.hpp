@@ -34,7 +34,8 @@ enum class PruneRule {
   no_clusters,        // ctas_per_row > 1 on a device without thread-block clusters
   needless_cluster,   // a cluster for a short row, slices under 256 vectors, or slices not
                       // held one row per CTA in registers
-  forward_prefetch,   // prefetched rows for a program without sums across rows, no cluster
+  forward_prefetch,   // prefetched rows for a program without sums across rows, no cluster,
+                      // rows under 320 vectors
   staged_scope,       // staged rows outside a backward of one CTA per row (measured there)
   small_block,        // fewer than 64 threads per CTA
   idle_threads,       // more than half of a row's threads would have no vector to work on
