@@ -194,13 +194,20 @@ KernelConfig heuristic_config(const LoweredProgram& program, DType io_dtype, DTy
   // against 62.5% on one CTA of 256 threads; LayerNorm 60.5% against 48.4%).
   const bool peeled_cluster_forward =
       !persistent && single_phase && peel_rows && chunks > kLongRowVectors;
+  // So do misaligned rows of a backward past kLongRowVectors, on a cluster of four in registers
+  // (same runs, N = 12345 on 4 x 128 threads against one CTA of 256 threads, prefetched:
+  // RMSNorm 61.1% against 44.6%, recomputing 58.3% against 43.8%; LayerNorm 44.7% against
+  // 37.6%, recomputing 42.2% against 34.2%).
+  const bool peeled_cluster_backward =
+      persistent && peel_rows && chunks > kLongRowVectors && !cluster_backward;
   // A backward with two column sums (LayerNorm's dweight and dbias) keeps half the slice, four
   // vectors per thread, prefetched (tenth session, tilenorm-tune --show-candidates, bf16,
   // saved statistics: N = 32768 M = 2048 on 8 x 128 threads 54.9% against 47.2% on 4 x 512 in
   // registers; 65536 M = 1024 on 16 x 128 48.8% against 44.8%; 131072 M = 512 on 16 x 256 41.0%
   // against 38.0%; 262144 M = 256 on 16 x 512 31.7% against 29.4%; recomputing, N = 32768 on
   // 8 x 128 52.9% against 48.1% on 4 x 256, 65536 46.0% either way).
-  if (limits.clusters && (cluster_backward || cluster_forward || peeled_cluster_forward)) {
+  if (limits.clusters &&
+      (cluster_backward || cluster_forward || peeled_cluster_forward || peeled_cluster_backward)) {
     const std::int64_t slice_limit =
         cluster_backward && two_column_sums ? kClusterSliceVectors / 2 : kClusterSliceVectors;
     // A one-phase forward without co-moments takes the largest cluster (tenth session, bf16:
@@ -208,6 +215,7 @@ KernelConfig heuristic_config(const LoweredProgram& program, DType io_dtype, DTy
     // 131072 on 16 x 256 87.4% against 84.3% on 8 x 512; 262144 already took 16).
     int ctas = cluster_forward && !comoments ? kMaxClusterCtas
                : peeled_cluster_forward     ? 2
+               : peeled_cluster_backward    ? 4
                                             : 1;
     while (ctas < kMaxClusterCtas && (chunks + ctas - 1) / ctas > slice_limit) ctas *= 2;
     // A co-moment on slices past the limit (a cluster of 16 is too small) takes 512 threads
@@ -225,7 +233,9 @@ KernelConfig heuristic_config(const LoweredProgram& program, DType io_dtype, DTy
       if ((comoments && slice > 2 * slice_limit) || slice > per_thread * 1024) break;
       const int threads =
           std::clamp(next_power_of_two((slice + per_thread - 1) / per_thread), 32, 1024);
-      for (RowStorage storage : {RowStorage::prefetched, RowStorage::registers}) {
+      const RowStorage first =
+          peeled_cluster_backward ? RowStorage::registers : RowStorage::prefetched;
+      for (RowStorage storage : {first, RowStorage::registers}) {
         const KernelConfig config{threads, 1, vec, static_cast<int>(storage), split};
         if (fits(config)) return config;
       }
@@ -319,9 +329,14 @@ KernelConfig heuristic_config(const LoweredProgram& program, DType io_dtype, DTy
     // loads in flight (N = 128: 71 -> 87% of the copy for LayerNorm), and up to 64 values per
     // thread where it has the registers (recomputing backwards: LayerNorm N = 1024 80.1 ->
     // 88.0%, RMSNorm N = 16384 at 256 threads 75.7% against 68.8% in registers).
+    // Rows of at least kSmallPersistentCta threads then take a CTA each (thirteenth session,
+    // same method, M = 2^26 / N, 128 threads per row, one row per CTA against two: RMSNorm
+    // backward N = 8192 86.2% against 82.0%; recomputing LayerNorm N = 2880 73.1% against 70.2%,
+    // 7168 81.7% against 78.1%, 8192 +3.3%; elsewhere within 2 points either way).
     if (persistent && prefetch_fits(values_per_thread)) {
       KernelConfig prefetched = config;
       prefetched.row_storage = static_cast<int>(RowStorage::prefetched);
+      if (threads >= kSmallPersistentCta) prefetched.rows_per_cta = 1;
       if (fits(prefetched)) return prefetched;
     }
     return config;
