@@ -208,15 +208,20 @@ KernelConfig heuristic_config(const LoweredProgram& program, DType io_dtype, DTy
   // 8 x 128 52.9% against 48.1% on 4 x 256, 65536 46.0% either way).
   if (limits.clusters &&
       (cluster_backward || cluster_forward || peeled_cluster_forward || peeled_cluster_backward)) {
+    // A co-moment forward keeps half the slice too (thirteenth session, tilenorm-tune
+    // --show-candidates, bf16: LayerNorm N = 32768, M = 2048, on 8 x 128 threads 84.3% against
+    // 79.1% on 4 x 256; 65536 on 16 x 128 84.9% against 84.2% on 8 x 256).
     const std::int64_t slice_limit =
-        cluster_backward && two_column_sums ? kClusterSliceVectors / 2 : kClusterSliceVectors;
+        (cluster_backward && two_column_sums) || (cluster_forward && comoments)
+            ? kClusterSliceVectors / 2
+            : kClusterSliceVectors;
     // A one-phase forward without co-moments takes the largest cluster (tenth session, bf16:
     // RMSNorm N = 65536 on 16 x 256 threads 85.6%, 16 x 128 84.5%, against 83.0% on 4 x 512;
     // 131072 on 16 x 256 87.4% against 84.3% on 8 x 512; 262144 already took 16).
     int ctas = cluster_forward && !comoments ? kMaxClusterCtas
-               : peeled_cluster_forward     ? 2
-               : peeled_cluster_backward    ? 4
-                                            : 1;
+               : peeled_cluster_forward      ? 2
+               : peeled_cluster_backward     ? 4
+                                             : 1;
     while (ctas < kMaxClusterCtas && (chunks + ctas - 1) / ctas > slice_limit) ctas *= 2;
     // A co-moment on slices past the limit (a cluster of 16 is too small) takes 512 threads
     // per CTA: since its variance states shuffle two floats, not four (eighth session), that
@@ -230,7 +235,7 @@ KernelConfig heuristic_config(const LoweredProgram& program, DType io_dtype, DTy
     constexpr std::int64_t per_thread = 4;
     for (int split = ctas; split > 1; split /= 2) {
       const std::int64_t slice = (chunks + split - 1) / split;
-      if ((comoments && slice > 2 * slice_limit) || slice > per_thread * 1024) break;
+      if ((comoments && slice > 2 * kClusterSliceVectors) || slice > per_thread * 1024) break;
       const int threads =
           std::clamp(next_power_of_two((slice + per_thread - 1) / per_thread), 32, 1024);
       const RowStorage first =
@@ -316,10 +321,15 @@ KernelConfig heuristic_config(const LoweredProgram& program, DType io_dtype, DTy
     // 2048 at 64 x 4 83.3 -> 88.5% of the copy ceiling, 4096 77.3 -> 80.5%, 8192 67.2 ->
     // 70.2%, 16384 54.8 -> 61.0%; RMSNorm (one column sum) 85.1 -> 83.3% at 4096 and 78.4 ->
     // 77.3% at 8192. Recomputing backwards and 5 vectors per thread spilled at the 128
-    // registers a staged kernel asks for.
+    // registers a staged kernel asks for. With fewer than 4 vectors per thread the next row
+    // block is prefetched into registers instead (thirteenth session, tilenorm-tune
+    // --show-candidates, bf16, M = 2^26 / N: N = 12288 at 512 threads, 3 vectors each, 72.5%
+    // of the copy ceiling against 67.1% staged; N = 2880 at 128 threads 79.2% against 77.6%).
     const std::int64_t values_per_thread = per_thread * vec;
-    if (stages_rows && threads >= kStagedRowThreads && values_per_thread > kPrefetchValues &&
-        values_per_thread <= kStagedValues) {
+    const bool stages = stages_rows && threads >= kStagedRowThreads &&
+                        values_per_thread > kPrefetchValues && values_per_thread <= kStagedValues;
+    const bool prefetches_instead = stages && per_thread < 4;
+    if (stages && !prefetches_instead) {
       KernelConfig staged = config;
       staged.row_storage = static_cast<int>(RowStorage::staged);
       if (fits(staged)) return staged;
@@ -333,7 +343,7 @@ KernelConfig heuristic_config(const LoweredProgram& program, DType io_dtype, DTy
     // same method, M = 2^26 / N, 128 threads per row, one row per CTA against two: RMSNorm
     // backward N = 8192 86.2% against 82.0%; recomputing LayerNorm N = 2880 73.1% against 70.2%,
     // 7168 81.7% against 78.1%, 8192 +3.3%; elsewhere within 2 points either way).
-    if (persistent && prefetch_fits(values_per_thread)) {
+    if (persistent && (prefetches_instead || prefetch_fits(values_per_thread))) {
       KernelConfig prefetched = config;
       prefetched.row_storage = static_cast<int>(RowStorage::prefetched);
       if (threads >= kSmallPersistentCta) prefetched.rows_per_cta = 1;

@@ -963,16 +963,16 @@ TEST_CASE("codegen: with clusters, the heuristic splits long rows") {
         8);
   // A one-phase forward splits rows and prefetches: RMSNorm past 4096 vectors over a cluster
   // of 16, LayerNorm (whose co-moment combines four floats) from 4096 vectors into slices of
-  // <= 1024; four vectors per thread; a two-phase one keeps one CTA per row.
+  // <= 512; four vectors per thread; a two-phase one keeps one CTA per row.
   for (const char* name : {"rms_norm", "layer_norm"}) {
     CAPTURE(name);
     const bool rms = std::string(name) == "rms_norm";
     const KernelConfig split = heuristic_spec(lowered(name), DType::bf16, 65536).config;
-    CHECK(split.ctas_per_row == (rms ? 16 : 8));
-    CHECK(split.threads_per_row == (rms ? 128 : 256));
+    CHECK(split.ctas_per_row == 16);
+    CHECK(split.threads_per_row == 128);
     CHECK(static_cast<RowStorage>(split.row_storage) == RowStorage::prefetched);
     const KernelConfig at_32768 = heuristic_spec(lowered(name), DType::bf16, 32768).config;
-    CHECK(at_32768.ctas_per_row == (rms ? 1 : 4));
+    CHECK(at_32768.ctas_per_row == (rms ? 1 : 8));
     CHECK(heuristic_spec(lowered(name), DType::bf16, 16384).config.ctas_per_row == 1);
   }
   const auto two_phases = tilenorm::lower(tilenorm::dsl::make_program("two_phases", [](auto& p) {
@@ -1018,16 +1018,19 @@ TEST_CASE(
 }
 
 TEST_CASE("codegen: LayerNorm's forward takes clusters up to slices of 512 threads") {
-  // The co-moment (LayerNorm's one-phase variance) favours slices of 256 threads, four vectors
-  // each; where a cluster of 16 such slices is too small the slices take 512 threads (bf16 N =
-  // 262144: 52.1% of the copy ceiling against 41.6% on one CTA), and past that the row stays on
-  // one CTA (1024-thread slices measured 27.0%).
+  // The co-moment (LayerNorm's one-phase variance) favours slices of 128 threads, four vectors
+  // each; where a cluster of 16 such slices is too small the slices take up to 512 threads
+  // (bf16 N = 262144: 52.1% of the copy ceiling against 41.6% on one CTA), and past that the
+  // row stays on one CTA (1024-thread slices measured 27.0%).
   auto forward = [](DType dtype, std::int64_t n) {
     return heuristic_spec(lowered("layer_norm"), dtype, n).config;
   };
   const KernelConfig n65536 = forward(DType::bf16, 65536);
-  CHECK(n65536.ctas_per_row == 8);
-  CHECK(n65536.threads_per_row == 256);
+  CHECK(n65536.ctas_per_row == 16);
+  CHECK(n65536.threads_per_row == 128);
+  const KernelConfig n131072 = forward(DType::bf16, 131072);
+  CHECK(n131072.ctas_per_row == 16);
+  CHECK(n131072.threads_per_row == 256);
   const KernelConfig n262144 = forward(DType::bf16, 262144);
   CHECK(n262144.ctas_per_row == 16);
   CHECK(n262144.threads_per_row == 512);
