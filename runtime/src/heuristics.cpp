@@ -38,6 +38,10 @@ constexpr int kSmallPersistentCta = 128;
 // Staged rows (see heuristic_config): from kStagedRowThreads threads per row (heuristics.hpp),
 // for more values per thread than kPrefetchValues and up to this many.
 constexpr std::int64_t kStagedValues = 32;
+// Vectors per thread from which staging pays (below, a staging backward prefetches), and the
+// most a peeled row prefetches (beyond, it stays in registers); see heuristic_config.
+constexpr std::int64_t kStagedMinVectors = 4;
+constexpr std::int64_t kPeeledPrefetchVectors = 4;
 
 // Whether a backward reads the forward's saved statistics (RowScalar inputs).
 bool saved_statistics(const LoweredProgram& program) {
@@ -328,7 +332,7 @@ KernelConfig heuristic_config(const LoweredProgram& program, DType io_dtype, DTy
     const std::int64_t values_per_thread = per_thread * vec;
     const bool stages = stages_rows && threads >= kStagedRowThreads &&
                         values_per_thread > kPrefetchValues && values_per_thread <= kStagedValues;
-    const bool prefetches_instead = stages && per_thread < 4;
+    const bool prefetches_instead = stages && per_thread < kStagedMinVectors;
     if (stages && !prefetches_instead) {
       KernelConfig staged = config;
       staged.row_storage = static_cast<int>(RowStorage::staged);
@@ -346,7 +350,7 @@ KernelConfig heuristic_config(const LoweredProgram& program, DType io_dtype, DTy
     // Peeled rows prefetch at most 4 vectors per thread (thirteenth session, same method, N =
     // 4097 at 128 threads, 5 vectors each, in registers against prefetched: RMSNorm backward
     // 64.8% against 58.4%, recomputing 64.1% against 60.0%; LayerNorm 51.0% against 49.4%).
-    const bool peeled_prefetch = !peel_rows || per_thread <= 4;
+    const bool peeled_prefetch = !peel_rows || per_thread <= kPeeledPrefetchVectors;
     if (persistent && peeled_prefetch && (prefetches_instead || prefetch_fits(values_per_thread))) {
       KernelConfig prefetched = config;
       prefetched.row_storage = static_cast<int>(RowStorage::prefetched);
