@@ -2,6 +2,10 @@
 
 #include <doctest/doctest.h>
 
+#include <cstddef>
+#include <cstdint>
+#include <utility>
+
 #include "tilenorm/dsl/codegen.hpp"
 #include "tilenorm/dsl/passes.hpp"
 #include "tilenorm/kernels/programs.hpp"
@@ -10,6 +14,36 @@ namespace {
 
 using tilenorm::ctas_per_sm_by_registers;
 using tilenorm::registers_for_ctas;
+
+constexpr std::size_t kH200SharedPerSm = 228 * 1024;
+
+// A built-in program's bf16 kernel at N in a prefetching configuration of `threads` x `rows`,
+// its sm_90 compile request, and that request compiled plainly.
+struct BuiltKernel {
+  tilenorm::GeneratedKernel kernel;
+  tilenorm::CompileRequest request;
+  tilenorm::CompiledKernel plain;
+
+  // compile_for_occupancy of this kernel, given the shared memory per SM and the CTA limit.
+  tilenorm::CompiledKernel fitted(std::size_t shared_per_sm, int cta_limit) const {
+    return tilenorm::compile_for_occupancy(request, kernel.threads_per_block,
+                                           kernel.dynamic_shared_bytes, shared_per_sm, cta_limit,
+                                           nullptr);
+  }
+};
+
+BuiltKernel build_prefetched(const char* name, std::int64_t n, int threads, int rows) {
+  const tilenorm::KernelSpec spec{
+      tilenorm::DType::bf16,
+      tilenorm::DType::bf16,
+      n,
+      {threads, rows, 8, static_cast<int>(tilenorm::RowStorage::prefetched), 1}};
+  tilenorm::GeneratedKernel kernel =
+      tilenorm::generate_cuda(tilenorm::lower(tilenorm::kernels::builtin_program(name)), spec);
+  tilenorm::CompileRequest request{kernel.source, kernel.name, "sm_90", {}};
+  tilenorm::CompiledKernel plain = tilenorm::compile_cached(request, nullptr);
+  return {std::move(kernel), std::move(request), std::move(plain)};
+}
 
 }  // namespace
 
@@ -36,19 +70,10 @@ TEST_CASE("occupancy: a kernel a few registers over another CTA per SM is compil
   // RMSNorm's backward at bf16 N = 512 on 32 threads x 8 rows (256 threads, the heuristic's
   // configuration): NVRTC 13.0 gives it 86 registers, two CTAs per SM; asked for three, 80 and
   // no spills.
-  const tilenorm::LoweredProgram program =
-      tilenorm::lower(tilenorm::kernels::builtin_program("rms_norm_backward"));
-  const tilenorm::KernelSpec spec{
-      tilenorm::DType::bf16,
-      tilenorm::DType::bf16,
-      512,
-      {32, 8, 8, static_cast<int>(tilenorm::RowStorage::prefetched), 1}};
-  const tilenorm::GeneratedKernel kernel = tilenorm::generate_cuda(program, spec);
-  const tilenorm::CompileRequest request{kernel.source, kernel.name, "sm_90", {}};
-  const tilenorm::CompiledKernel plain = tilenorm::compile_cached(request, nullptr);
-  const tilenorm::CompiledKernel fitted = tilenorm::compile_for_occupancy(
-      request, kernel.threads_per_block, kernel.dynamic_shared_bytes, 228 * 1024,
-      tilenorm::occupancy_cta_limit(kernel), nullptr);
+  const BuiltKernel built = build_prefetched("rms_norm_backward", 512, 32, 8);
+  const tilenorm::CompiledKernel& plain = built.plain;
+  const tilenorm::CompiledKernel fitted =
+      built.fitted(kH200SharedPerSm, tilenorm::occupancy_cta_limit(built.kernel));
   CAPTURE(plain.registers);
   CAPTURE(fitted.registers);
   CHECK_FALSE(fitted.spills());
@@ -56,39 +81,22 @@ TEST_CASE("occupancy: a kernel a few registers over another CTA per SM is compil
   CHECK(ctas_per_sm_by_registers(256, fitted.registers, "sm_90") == 3);
   // Without the shared memory for a third CTA, nothing is squeezed.
   const std::size_t per_cta = static_cast<std::size_t>(plain.shared_memory_bytes) + 1024;
-  const tilenorm::CompiledKernel crowded = tilenorm::compile_for_occupancy(
-      request, kernel.threads_per_block, kernel.dynamic_shared_bytes, 3 * per_cta - 1, 32, nullptr);
-  CHECK(crowded.registers == plain.registers);
+  CHECK(built.fitted(3 * per_cta - 1, 32).registers == plain.registers);
   // Nor past the CTA limit: this persistent kernel may gain a CTA from two resident ones, and
   // has two.
-  CHECK(kernel.persistent);
-  CHECK(tilenorm::occupancy_cta_limit(kernel) == 2);
-  const tilenorm::CompiledKernel limited = tilenorm::compile_for_occupancy(
-      request, kernel.threads_per_block, kernel.dynamic_shared_bytes, 228 * 1024, 1, nullptr);
-  CHECK(limited.registers == plain.registers);
+  CHECK(built.kernel.persistent);
+  CHECK(tilenorm::occupancy_cta_limit(built.kernel) == 2);
+  CHECK(built.fitted(kH200SharedPerSm, 1).registers == plain.registers);
 }
 
 TEST_CASE("occupancy: a persistent kernel at three CTAs per SM is not squeezed to four") {
   // RMSNorm's recomputing backward at N = 1024 on CTAs of 128 threads: a few registers over the
   // count for a fourth CTA, which measured 7 points slower than three (H200, bf16).
-  const tilenorm::LoweredProgram program =
-      tilenorm::lower(tilenorm::kernels::builtin_program("rms_norm_backward_recompute"));
-  const tilenorm::KernelSpec spec{
-      tilenorm::DType::bf16,
-      tilenorm::DType::bf16,
-      1024,
-      {32, 4, 8, static_cast<int>(tilenorm::RowStorage::prefetched), 1}};
-  const tilenorm::GeneratedKernel kernel = tilenorm::generate_cuda(program, spec);
-  const tilenorm::CompileRequest request{kernel.source, kernel.name, "sm_90", {}};
-  const tilenorm::CompiledKernel plain = tilenorm::compile_cached(request, nullptr);
-  CAPTURE(plain.registers);
-  REQUIRE(ctas_per_sm_by_registers(128, plain.registers, "sm_90") == 3);
-  const tilenorm::CompiledKernel fitted = tilenorm::compile_for_occupancy(
-      request, kernel.threads_per_block, kernel.dynamic_shared_bytes, 228 * 1024,
-      tilenorm::occupancy_cta_limit(kernel), nullptr);
-  CHECK(fitted.registers == plain.registers);
+  const BuiltKernel built = build_prefetched("rms_norm_backward_recompute", 1024, 32, 4);
+  CAPTURE(built.plain.registers);
+  REQUIRE(ctas_per_sm_by_registers(128, built.plain.registers, "sm_90") == 3);
+  const int limit = tilenorm::occupancy_cta_limit(built.kernel);
+  CHECK(built.fitted(kH200SharedPerSm, limit).registers == built.plain.registers);
   // With room for more CTAs, the same kernel would be squeezed to four.
-  const tilenorm::CompiledKernel unlimited = tilenorm::compile_for_occupancy(
-      request, kernel.threads_per_block, kernel.dynamic_shared_bytes, 228 * 1024, 32, nullptr);
-  CHECK(ctas_per_sm_by_registers(128, unlimited.registers, "sm_90") == 4);
+  CHECK(ctas_per_sm_by_registers(128, built.fitted(kH200SharedPerSm, 32).registers, "sm_90") == 4);
 }
