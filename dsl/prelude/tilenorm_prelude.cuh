@@ -272,6 +272,21 @@ __device__ __forceinline__ bool chunk_inside(int col0) {
   return col0 >= 0 && col0 + V <= N;
 }
 
+// Elements [col0, col0 + V) of a row or column parameter, which need not be aligned, element
+// by element, with zeros outside [0, N): the head and tail of a peeled row, and the copy of a
+// column parameter a CTA makes once.
+template <class T, int V, int N>
+__device__ __forceinline__ typename RawVector<sizeof(T) * V>::type gather_chunk(const T* data,
+                                                                                int col0) {
+  Chunk<T, V> c;
+#pragma unroll
+  for (int v = 0; v < V; ++v) {
+    const int col = col0 + v;
+    c.element[v] = col >= 0 && col < N ? data[col] : from_float<T>(0.0f);
+  }
+  return c.raw;
+}
+
 template <class T, int V, int N>
 __device__ __forceinline__ typename RawVector<sizeof(T) * V>::type fetch_chunk_peeled(
     const T* row, int col0, bool interior) {
@@ -279,25 +294,7 @@ __device__ __forceinline__ typename RawVector<sizeof(T) * V>::type fetch_chunk_p
   if (interior || chunk_inside<V, N>(col0)) {
     c.raw = *reinterpret_cast<const typename RawVector<sizeof(T) * V>::type*>(row + col0);
   } else {
-#pragma unroll
-    for (int v = 0; v < V; ++v) {
-      const int col = col0 + v;
-      c.element[v] = col >= 0 && col < N ? row[col] : from_float<T>(0.0f);
-    }
-  }
-  return c.raw;
-}
-
-// A column parameter's chunk at col0 for a peeled row, which need not be aligned, element by
-// element, with zeros outside [0, N): for the copy a CTA makes once.
-template <class T, int V, int N>
-__device__ __forceinline__ typename RawVector<sizeof(T) * V>::type gather_chunk(const T* column,
-                                                                                int col0) {
-  Chunk<T, V> c;
-#pragma unroll
-  for (int v = 0; v < V; ++v) {
-    const int col = col0 + v;
-    c.element[v] = col >= 0 && col < N ? column[col] : from_float<T>(0.0f);
+    c.raw = gather_chunk<T, V, N>(row, col0);
   }
   return c.raw;
 }

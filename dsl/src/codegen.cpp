@@ -1472,6 +1472,8 @@ class Emitter {
            << "    tn::fold_columns<" << k << ", RPC, VEC>(\n"
            << "        first + threadIdx.x, min(CHUNKS, first + share), THREADS,\n"
            << "        [&](int i, int k, int g, int v) {\n"
+           // Runs of one as a pointer sum: `&shared_partial(...)`, the same address, gave other
+           // SASS for the folding backwards (LayerNorm's at N = 5120-16384, nvcc 13.0).
            << "          return "
            << (runs_ == 1 ? std::string("tn_xs + ((k * ITERS + i / TPR) * VEC + v) * THREADS + g * "
                                         "TPR + i % TPR")
