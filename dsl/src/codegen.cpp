@@ -799,14 +799,18 @@ class Emitter {
     fetched_this_row_ = true;
   }
 
+  // Whether, inside the row loop, a thread whose row lies past the end loads row 0 instead of
+  // zeros: the values are never stored or summed (every use of an invalid row is guarded by
+  // row_valid), and an unconditional load spares each chunk a branch and the zeroing
+  // (LayerNorm's backward, bf16 N = 32768 on a cluster: 62 of 876 instructions per row).
+  // Only aligned cluster kernels: a peeled thread's loads follow its rows' shift, which row 0
+  // need not have; and without the branches NVRTC 13.0 scheduled the loads of kernels of one
+  // CTA per row earlier and spilled (LayerNorm's backward, N = 4096, 64 threads x 2 rows).
+  bool loads_past_end_unguarded() const { return clustered_ && !peel(); }
+
   // Emits raw-chunk loads of row block `block_expr` into in<i>_next, or, staged, starts
-  // their copies into shared memory. In a cluster kernel's row loop (`rows_exist`), a thread
-  // whose row lies past the end loads row 0 instead of zeros: the values are never stored or
-  // summed (every use of an invalid row is guarded by row_valid), and an unconditional load
-  // spares each chunk a branch and the zeroing (LayerNorm's backward, bf16 N = 32768: 62 of
-  // 876 instructions per row). Before the loop rows may be 0, with no row 0 to read. Kernels
-  // of one CTA per row keep the test: without the branches NVRTC 13.0 scheduled the loads of
-  // LayerNorm's backward at N = 4096 (64 threads x 2 rows, prefetched) earlier and spilled.
+  // their copies into shared memory. Before the row loop (`rows_exist` false) rows may be 0,
+  // with no row 0 to read.
   void emit_fetch(const std::string& block_expr, bool rows_exist) {
     out_ << "  {\n    const long long fetch_row = (" << block_expr << ") * RPC + row_in_cta;\n"
          << "    const bool fetch_valid = fetch_row < rows;\n"
@@ -830,7 +834,7 @@ class Emitter {
       } else {
         out_ << "      in" << i << "_next[it] = "
              << raw_chunk_load(s, "fetch" + std::to_string(i),
-                               rows_exist && clustered_ ? "" : "fetch_valid")
+                               rows_exist && loads_past_end_unguarded() ? "" : "fetch_valid")
              << ";\n";
       }
     }
@@ -1014,7 +1018,7 @@ class Emitter {
         out_ << "    in" << i << "_raw[it] = in" << i << "_next[it];\n";
       } else {
         out_ << "    in" << i << "_raw[it] = "
-             << raw_chunk_load(s, "row" + std::to_string(i), clustered_ ? "" : "row_valid")
+             << raw_chunk_load(s, "row" + std::to_string(i), loads_past_end_unguarded() ? "" : "row_valid")
              << ";\n";
       }
     }
