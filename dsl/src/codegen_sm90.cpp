@@ -11,9 +11,6 @@ void emit_prologue(std::ostream& out, int ctas, std::size_t floats_per_phase, in
       << "  // Launched without clusters of CLUSTER CTAs, the row totals would be wrong: stop.\n"
       << "  if (tn::cluster_ctas() != CLUSTER) __trap();\n"
       << "  const unsigned tn_rank = tn::cluster_rank();\n"
-      // Told, the compiler proves every chunk of a row that the sweeps tile exactly lies in
-      // it, and drops the per-chunk column tests.
-      << "  __builtin_assume(tn_rank < CLUSTER);\n"
       << "  // Clusters are 1-D along x and the grid is a multiple of them.\n"
       << "  const long long tn_cluster = blockIdx.x / CLUSTER;\n"
       << "  const long long tn_clusters = gridDim.x / CLUSTER;\n";
