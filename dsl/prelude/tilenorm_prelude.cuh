@@ -322,42 +322,6 @@ __device__ __forceinline__ void load_stashed_chunk(const T* stash, float (&out)[
   unpack_chunk<T, V>(*reinterpret_cast<const typename RawVector<sizeof(T) * V>::type*>(stash), out);
 }
 
-// Column parameters stashed in fp32 (see column_stash_bytes in codegen): converted once per
-// CTA, so that no pass over a row unpacks them again. `stash` is 16-byte aligned when V is a
-// multiple of 4.
-template <class T, int V>
-__device__ __forceinline__ void stash_as_floats(float* stash,
-                                                typename RawVector<sizeof(T) * V>::type raw) {
-  float values[V];
-  unpack_chunk<T, V>(raw, values);
-  if constexpr (V % 4 == 0) {
-#pragma unroll
-    for (int v = 0; v < V; v += 4)
-      *reinterpret_cast<float4*>(stash + v) =
-          make_float4(values[v], values[v + 1], values[v + 2], values[v + 3]);
-  } else {
-#pragma unroll
-    for (int v = 0; v < V; ++v) stash[v] = values[v];
-  }
-}
-
-template <int V>
-__device__ __forceinline__ void load_stashed_floats(const float* stash, float (&out)[V]) {
-  if constexpr (V % 4 == 0) {
-#pragma unroll
-    for (int v = 0; v < V; v += 4) {
-      const float4 f = *reinterpret_cast<const float4*>(stash + v);
-      out[v] = f.x;
-      out[v + 1] = f.y;
-      out[v + 2] = f.z;
-      out[v + 3] = f.w;
-    }
-  } else {
-#pragma unroll
-    for (int v = 0; v < V; ++v) out[v] = stash[v];
-  }
-}
-
 // Stores the elements of the chunk at col0 that lie in [0, N).
 template <class T, int V, int N>
 __device__ __forceinline__ void store_chunk_peeled(T* row, int col0, const float (&in)[V],

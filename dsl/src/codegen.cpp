@@ -246,9 +246,7 @@ std::size_t shared_partials_bytes(const LoweredProgram& lp, const KernelSpec& sp
 // points of the copy ceiling (RMSNorm forward N = 262144 72.7 -> 79.7%, backward 32768 57.7 ->
 // 62.3%), while persistent kernels of one CTA per row lost up to 9 (LayerNorm backward N =
 // 5120 73.9 -> 64.6%): there the parameters stay in L1 from row to row.
-// The copy holds fp32 values where they fit (column_stash_floats), else the parameters' own
-// 16-bit values, converted in every pass.
-std::int64_t column_stash_bytes_as(const LoweredProgram& lp, const KernelSpec& spec, bool floats) {
+std::size_t column_stash_bytes(const LoweredProgram& lp, const KernelSpec& spec) {
   // A persistent kernel that peels one row per CTA (at one shift for all of its rows: see
   // peeled_grid in the runtime) keeps a copy at that shift, which spares every row the
   // extraction of its misaligned column chunks from two aligned vectors: in LayerNorm's
@@ -261,24 +259,9 @@ std::int64_t column_stash_bytes_as(const LoweredProgram& lp, const KernelSpec& s
   std::int64_t bytes = 0;
   for (const ir::Slot& slot : lp.program.slots) {
     if (slot.role == ir::Role::read && slot.shape == ir::Shape::column)
-      bytes += columns * (floats ? std::int64_t{4}
-                                 : static_cast<std::int64_t>(dtype_size(
-                                       ir::storage_dtype(slot, spec.io_dtype, spec.param_dtype))));
+      bytes += columns * static_cast<std::int64_t>(
+                             dtype_size(ir::storage_dtype(slot, spec.io_dtype, spec.param_dtype)));
   }
-  return bytes;
-}
-
-// Whether the column stash holds fp32 values: each pass over a row then reads them without
-// unpacking (one instruction per element and pass less for 16-bit parameters, for one more
-// shared-memory load per four elements). Chunks of fewer than four values are not copied
-// wider.
-bool column_stash_floats(const LoweredProgram& lp, const KernelSpec& spec) {
-  const std::int64_t bytes = column_stash_bytes_as(lp, spec, /*floats=*/true);
-  return spec.config.vec % 4 == 0 && bytes > 0 && bytes <= kColumnStashMaxBytes;
-}
-
-std::size_t column_stash_bytes(const LoweredProgram& lp, const KernelSpec& spec) {
-  const std::int64_t bytes = column_stash_bytes_as(lp, spec, column_stash_floats(lp, spec));
   return bytes <= kColumnStashMaxBytes ? static_cast<std::size_t>(bytes) : 0;
 }
 
@@ -396,7 +379,6 @@ class Emitter {
     shared_partials_ = shared_partials_bytes(lp, spec) > 0;
     runs_ = shared_partials_ ? partial_run_width(lp, spec) : 1;
     column_stash_ = column_stash_bytes(lp, spec) > 0;
-    column_stash_floats_ = column_stash_ && column_stash_floats(lp, spec);
     clustered_ = spec.config.ctas_per_row > 1;
     persistent_ = persistent_kernel(lp, spec);
     block_index_ = clustered_ ? "tn_cluster" : "blockIdx.x";
@@ -507,6 +489,9 @@ class Emitter {
   std::int64_t full_iters() const { return spec_.n / spec_.config.vec / sweep_chunks(); }
   std::string chunk_in_row() const {
     return covers_row_exactly() ? "true" : "(it < FULL_ITERS || c0 < N)";
+  }
+  std::string and_chunk_in_row() const {
+    return covers_row_exactly() ? "" : " && " + chunk_in_row();
   }
   // The trailing argument of a row chunk's load or store: for a peeled row, whether chunk `it`
   // is a whole vector inside the row for every thread (the first sweep holds the head).
@@ -731,20 +716,12 @@ class Emitter {
       const ir::Slot& s = p_.slots[i];
       if (s.role != ir::Role::read || s.shape != Shape::column) continue;
       const std::string t = slot_type(s);
-      const std::string stash_type = column_stash_floats_ ? "float" : t;
-      out_ << "  " << stash_type << "* tn_col" << i << " = reinterpret_cast<" << stash_type
-           << "*>(tn_dynamic_smem + " << offset << ");\n";
-      offset += static_cast<std::size_t>(slice_columns(spec_)) *
-                (column_stash_floats_ ? 4 : dtype_size(slot_dtype(s)));
-      const std::string fetch = std::string("tn::") + (peel() ? "gather_chunk<" : "fetch_chunk<") +
-                                t + ", VEC, N>(p_" + s.name + ", c0)";
-      if (column_stash_floats_) {
-        copies << "      tn::stash_as_floats<" << t << ", VEC>(" << column_stash_chunk(i) << ", "
-               << fetch << ");\n";
-      } else {
-        copies << "      *reinterpret_cast<typename tn::RawVector<sizeof(" << t
-               << ") * VEC>::type*>(" << column_stash_chunk(i) << ") = " << fetch << ";\n";
-      }
+      out_ << "  " << t << "* tn_col" << i << " = reinterpret_cast<" << t << "*>(tn_dynamic_smem + "
+           << offset << ");\n";
+      offset += static_cast<std::size_t>(slice_columns(spec_)) * dtype_size(slot_dtype(s));
+      copies << "      *reinterpret_cast<typename tn::RawVector<sizeof(" << t << ") * VEC>::type*>("
+             << column_stash_chunk(i) << ") = tn::" << (peel() ? "gather_chunk<" : "fetch_chunk<")
+             << t << ", VEC, N>(p_" << s.name << ", c0);\n";
     }
     out_ << "  if (row_in_cta == 0) {\n    for (int it = 0; it < ITERS; ++it) {\n"
          << "      const int c0 = " << chunk_column() << ";\n"
@@ -795,23 +772,13 @@ class Emitter {
       if (!final_pass && n.op == Op::load && n.shape == Shape::tile && !inputs_read_.count(n.index))
         return;
     }
-    emit_fetch("block + " + block_count_, /*rows_exist=*/true);
+    emit_fetch("block + " + block_count_);
     fetched_this_row_ = true;
   }
 
-  // Whether, inside the row loop, a thread whose row lies past the end loads row 0 instead of
-  // zeros: the values are never stored or summed (every use of an invalid row is guarded by
-  // row_valid), and an unconditional load spares each chunk a branch and the zeroing
-  // (LayerNorm's backward, bf16 N = 32768 on a cluster: 62 of 876 instructions per row).
-  // Only aligned cluster kernels: a peeled thread's loads follow its rows' shift, which row 0
-  // need not have; and without the branches NVRTC 13.0 scheduled the loads of kernels of one
-  // CTA per row earlier and spilled (LayerNorm's backward, N = 4096, 64 threads x 2 rows).
-  bool loads_past_end_unguarded() const { return clustered_ && !peel(); }
-
   // Emits raw-chunk loads of row block `block_expr` into in<i>_next, or, staged, starts
-  // their copies into shared memory. Before the row loop (`rows_exist` false) rows may be 0,
-  // with no row 0 to read.
-  void emit_fetch(const std::string& block_expr, bool rows_exist) {
+  // their copies into shared memory.
+  void emit_fetch(const std::string& block_expr) {
     out_ << "  {\n    const long long fetch_row = (" << block_expr << ") * RPC + row_in_cta;\n"
          << "    const bool fetch_valid = fetch_row < rows;\n"
          << "    const long long fetch_safe = fetch_valid ? fetch_row : 0;\n";
@@ -832,26 +799,12 @@ class Emitter {
         out_ << "      tn::copy_chunk_async<" << t << ", VEC, N>(tn_stage" << i
              << " + it * TPR * RPC, fetch" << i << ", c0, fetch_valid);\n";
       } else {
-        out_ << "      in" << i << "_next[it] = "
-             << raw_chunk_load(s, "fetch" + std::to_string(i),
-                               rows_exist && loads_past_end_unguarded() ? "" : "fetch_valid")
-             << ";\n";
+        out_ << "      in" << i << "_next[it] = fetch_valid" << and_chunk_in_row()
+             << " ? tn::fetch_chunk" << (peel() ? "_peeled<" : "<") << t << ", VEC, N>(fetch" << i
+             << ", c0" << interior_arg() << ") : tn::raw_zero<" << t << ", VEC>();\n";
       }
     }
     out_ << "    }\n  }\n";
-  }
-
-  // The raw chunk c0 of row input `s` from `row_pointer`: zeros where the chunk lies past the
-  // row, or where `valid` (a condition; empty for none) is false.
-  std::string raw_chunk_load(const ir::Slot& s, const std::string& row_pointer,
-                             const std::string& valid) const {
-    const std::string t = slot_type(s);
-    const std::string load = "tn::fetch_chunk" + std::string(peel() ? "_peeled<" : "<") + t +
-                             ", VEC, N>(" + row_pointer + ", c0" + interior_arg() + ")";
-    std::string condition = valid;
-    if (!covers_row_exactly()) condition += (valid.empty() ? "" : " && ") + chunk_in_row();
-    if (condition.empty()) return load;
-    return condition + " ? " + load + " : tn::raw_zero<" + t + ", VEC>()";
   }
 
   // Declares a raw chunk array `in<i><suffix>[ITERS]` per row input.
@@ -887,7 +840,7 @@ class Emitter {
       return;
     }
     if (prefetching()) declare_raw_rows("_next");
-    if (fetches_ahead(storage_)) emit_fetch(block_index_, /*rows_exist=*/false);
+    if (fetches_ahead(storage_)) emit_fetch(block_index_);
     out_ << "  for (long long block = " << block_index_
          << "; block * RPC < rows; block += " << block_count_ << ") {\n";
     emit_row_start("block");
@@ -924,13 +877,13 @@ class Emitter {
     const std::vector<NodeId>& phase = lp_.reduction_phases.front();
     const std::vector<NodeId> reductions = accumulated(g_, phase);
     for (const char* suffix : {"_next", "_fresh", "_held"}) declare_raw_rows(suffix);
-    emit_fetch(block_index_, /*rows_exist=*/false);
+    emit_fetch(block_index_);
     out_ << "  for (long long block = " << block_index_ << "; (block - " << block_count_
          << ") * RPC < rows; block += " << block_count_ << ") {\n"
          << "  if (block * RPC < rows) {  // this row block, up to pushing its totals\n";
     emit_row_start("block", /*outputs=*/false);
     emit_raw_copy("_fresh", "_next");
-    emit_fetch("block + " + block_count_, /*rows_exist=*/true);
+    emit_fetch("block + " + block_count_);
     raw_suffix_ = "_fresh";
     emit_row_scalars(-1);
     defer_exchange_ = true;
@@ -1017,13 +970,14 @@ class Emitter {
       } else if (prefetching()) {
         out_ << "    in" << i << "_raw[it] = in" << i << "_next[it];\n";
       } else {
-        out_ << "    in" << i << "_raw[it] = "
-             << raw_chunk_load(s, "row" + std::to_string(i), loads_past_end_unguarded() ? "" : "row_valid")
-             << ";\n";
+        out_ << "    in" << i << "_raw[it] = row_valid" << and_chunk_in_row()
+             << " ? tn::fetch_chunk" << (peel() ? "_peeled<" : "<") << slot_type(s)
+             << ", VEC, N>(row" << i << ", c0" << interior_arg() << ") : tn::raw_zero<"
+             << slot_type(s) << ", VEC>();\n";
       }
     }
     out_ << "  }\n";
-    if (prefetching()) emit_fetch("block + " + block_count_, /*rows_exist=*/true);
+    if (prefetching()) emit_fetch("block + " + block_count_);
   }
 
   // The nodes `keep` accepts that computing `roots` needs, in topological order, not looking
@@ -1191,11 +1145,7 @@ class Emitter {
         // Peeled rows shift the chunks per row, so a column parameter's chunk is generally not
         // aligned; load_column_chunk_peeled reads the aligned vectors around it.
         out_ << "      float col" << n.index << "[VEC];\n";
-        if (column_stash_floats_) {
-          out_ << "      tn::load_stashed_floats<VEC>("
-               << column_stash_chunk(static_cast<std::size_t>(n.index)) << ", col" << n.index
-               << ");\n";
-        } else if (column_stash_) {
+        if (column_stash_) {
           out_ << "      tn::load_stashed_chunk<" << slot_type(s) << ", VEC>("
                << column_stash_chunk(static_cast<std::size_t>(n.index)) << ", col" << n.index
                << ");\n";
@@ -1673,10 +1623,9 @@ class Emitter {
   bool shared_partials_ = false;  // column partial sums in shared memory, not registers
   int runs_ = 1;                  // their slots per shared-memory access (partial_run_width)
   bool column_stash_ = false;     // column parameters copied to shared memory once per CTA
-  bool column_stash_floats_ = false;  // ... converted to fp32
-  bool clustered_ = false;            // a cluster of CTAs splits each row
-  std::string block_index_;           // this CTA's (or cluster's) first row block
-  std::string block_count_;           // the stride between its row blocks
+  bool clustered_ = false;        // a cluster of CTAs splits each row
+  std::string block_index_;       // this CTA's (or cluster's) first row block
+  std::string block_count_;       // the stride between its row blocks
   std::vector<bool> stashed_;
   // Staged rows: the row inputs the passes of this row block have read, and whether the next
   // block's copies have started.

@@ -47,9 +47,7 @@ LoweredProgram lower(const ir::Program& program) {
   if (dumping) dump("factor_reductions", factored.to_string());
   ir::Program fused = passes::cse(passes::fuse_moments(factored));
   if (dumping) dump("fuse_moments", fused.to_string());
-  ir::Program reassociated = passes::cse(passes::reassociate(fused));
-  if (dumping) dump("reassociate", reassociated.to_string());
-  LoweredProgram lowered = passes::schedule_reductions(reassociated);
+  LoweredProgram lowered = passes::schedule_reductions(fused);
   if (dumping) dump("schedule_reductions", lowered.to_string());
   return lowered;
 }

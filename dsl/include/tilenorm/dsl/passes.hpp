@@ -1,7 +1,7 @@
 #pragma once
 // The lowering pipeline, one pass per file, always run in this order:
 //   verify -> simplify (constant folding) -> cse -> factor_reductions -> fuse_moments
-//   -> reassociate -> schedule_reductions
+//   -> schedule_reductions
 // Autodiff (autodiff.hpp) runs before it and produces an ordinary program. Setting
 // TILENORM_DUMP_IR=1 prints the IR after each pass to stderr.
 #include <string>
@@ -48,11 +48,6 @@ ir::Program factor_reductions(const ir::Program& program);
 // statistics then take one phase, like RMSNorm's. Programs that sum across rows (backwards)
 // are left as they are: there the co-moment measured slower than the second phase.
 ir::Program fuse_moments(const ir::Program& program);
-// Moves a term that is constant along the row into a sum of two products that vary along it,
-// (p * q + r * s) + k -> p * q + (r * s + k), where nothing else reads the inner sum: two
-// fused multiply-adds per element instead of a multiply, a fused multiply-add and an add.
-// LayerNorm's derived dx has this form. It changes only the rounding (it reorders two adds).
-ir::Program reassociate(const ir::Program& program);
 // Groups independent reductions into phases.
 LoweredProgram schedule_reductions(const ir::Program& program);
 
