@@ -42,6 +42,10 @@ constexpr std::int64_t kStagedValues = 32;
 // most a peeled row prefetches (beyond, it stays in registers); see heuristic_config.
 constexpr std::int64_t kStagedMinVectors = 4;
 constexpr std::int64_t kPeeledPrefetchVectors = 4;
+// The fewest threads per row of a backward (a warp for a forward), and of a backward that
+// prefetches eight vectors per thread; see heuristic_config.
+constexpr int kPersistentNarrowestThreads = 16;
+constexpr std::int64_t kLongPrefetchNarrowestThreads = 32;
 
 // Whether a backward reads the forward's saved statistics (RowScalar inputs).
 bool saved_statistics(const LoweredProgram& program) {
@@ -154,9 +158,14 @@ KernelConfig heuristic_config(const LoweredProgram& program, DType io_dtype, DTy
   // too (tenth session, tilenorm-tune --show-candidates, bf16 N = 128, M = 2^19: 8 threads per
   // row 83.6-85.7% of the copy ceiling, 16 threads 75-78%); with one (RMSNorm) 16 threads
   // measured 94.6% in the benchmark.
+  // Rows of 64 vectors (bf16 N = 512) take 16 threads in a backward, four vectors each, not a
+  // warp with two (fourteenth session, tilenorm-tune at M = 2^26 / N against the heuristic's 32
+  // threads, % of the copy ceiling in the benchmark: LayerNorm backward 90.4 against 87.2,
+  // recomputing 90.9 against 90.2; RMSNorm 94.2 against 92.8, recomputing 92.9 against 88.1).
   const bool two_column_sums = persistent && plan.column_partials >= 2;
   const int narrowest =
-      std::min(32, next_power_of_two(persistent && !two_column_sums ? chunks : (chunks + 1) / 2));
+      std::min(persistent ? kPersistentNarrowestThreads : 32,
+               next_power_of_two(persistent && !two_column_sums ? chunks : (chunks + 1) / 2));
   // Long rows split across a thread-block cluster, four vectors per thread, prefetching the
   // next row's slice where the registers allow (H200, bf16, M = 2^26 / N, tilenorm-tune
   // --show-candidates; the numbers are % of the copy ceiling):
@@ -266,8 +275,8 @@ KernelConfig heuristic_config(const LoweredProgram& program, DType io_dtype, DTy
   // A persistent kernel that does not stage its rows (below) prefetches them into registers, on
   // sm_90 and later up to kPrefetchRegisters registers of raw chunks (NVRTC 13.0 for sm_80-sm_89
   // spilled 72-160 bytes in such kernels at N = 4096, where sm_90 fits them in 255 registers). With
-  // that room it takes eight vectors per thread from rows of 512 vectors, which still leaves 64
-  // threads per row (H200, bf16, tilenorm-tune --show-candidates, seventh session, prefetched:
+  // that room it takes eight vectors per thread from rows of 512 vectors, 64 threads per row
+  // (H200, bf16, tilenorm-tune --show-candidates, seventh session, prefetched:
   // recomputing LayerNorm N = 4096 at 64 threads x 2 rows 80.6% of the copy ceiling, 128
   // threads 74.6%; N = 8192 at 128 x 2 72.1%, 256 threads 62.9%; RMSNorm N = 4096 86.3%
   // against 83.9%, recomputing 88.6% against 84.9%).
@@ -277,9 +286,12 @@ KernelConfig heuristic_config(const LoweredProgram& program, DType io_dtype, DTy
            (persistent && !stages_rows && limits.clusters &&
             2 * values_per_thread * raw_bytes / 4 <= kPrefetchRegisters);
   };
+  // The fourteenth session's tuning moved that down to rows of 256 vectors, 32 threads each
+  // (bf16 N = 2048, M = 2^15, against 64 threads: RMSNorm backward 94.2% against 92.6%,
+  // recomputing LayerNorm 88.6% against 86.3%).
   const bool long_prefetch = prefetch_fits(8 * vec) && 8 * vec > kPrefetchValues;
   const std::int64_t vectors_per_thread =
-      (long_prefetch && chunks >= 8 * 64) ||
+      (long_prefetch && chunks >= 8 * kLongPrefetchNarrowestThreads) ||
               ((!single_phase || comoments) && chunks > kLongRowVectors)
           ? 8
           : 4;
