@@ -42,10 +42,12 @@ constexpr std::int64_t kStagedValues = 32;
 // most a peeled row prefetches (beyond, it stays in registers); see heuristic_config.
 constexpr std::int64_t kStagedMinVectors = 4;
 constexpr std::int64_t kPeeledPrefetchVectors = 4;
-// The fewest threads per row of a backward (a warp for a forward), and of a backward that
-// prefetches eight vectors per thread; see heuristic_config.
-constexpr int kPersistentNarrowestThreads = 16;
-constexpr std::int64_t kLongPrefetchNarrowestThreads = 32;
+// The fewest threads per row of a 16-bit backward that reads saved statistics (a warp for
+// other programs), and of a backward that prefetches eight vectors per thread, with one
+// reduction phase or two; see heuristic_config.
+constexpr int kNarrowBackwardThreads = 16;
+constexpr int kLongPrefetchThreads = 64;
+constexpr int kTwoPhaseLongPrefetchThreads = 32;
 
 // Whether a backward reads the forward's saved statistics (RowScalar inputs).
 bool saved_statistics(const LoweredProgram& program) {
@@ -158,13 +160,15 @@ KernelConfig heuristic_config(const LoweredProgram& program, DType io_dtype, DTy
   // too (tenth session, tilenorm-tune --show-candidates, bf16 N = 128, M = 2^19: 8 threads per
   // row 83.6-85.7% of the copy ceiling, 16 threads 75-78%); with one (RMSNorm) 16 threads
   // measured 94.6% in the benchmark.
-  // Rows of 64 vectors (bf16 N = 512) take 16 threads in a backward, four vectors each, not a
-  // warp with two (fourteenth session, tilenorm-tune at M = 2^26 / N against the heuristic's 32
-  // threads, % of the copy ceiling in the benchmark: LayerNorm backward 90.4 against 87.2,
-  // recomputing 90.9 against 90.2; RMSNorm 94.2 against 92.8, recomputing 92.9 against 88.1).
+  // A 16-bit backward that reads saved statistics gives rows of 32-64 vectors (N = 256-512) 16
+  // threads, two to four vectors each, not a warp (fourteenth session, run 6, the benchmark,
+  // bf16, M = 2^26 / N, % of the copy ceiling: LayerNorm N = 512 90.5 against 87.3, RMSNorm
+  // N = 256 92.7 against 92.0, N = 512 94.1 against 92.9). Not for fp32 rows (LayerNorm N = 256
+  // 91.3 against 93.2) or recomputing backwards (RMSNorm bf16 N = 256 88.6 against 90.0).
   const bool two_column_sums = persistent && plan.column_partials >= 2;
+  const bool narrow_backward = persistent && saved_statistics(program) && vec >= 8;
   const int narrowest =
-      std::min(persistent ? kPersistentNarrowestThreads : 32,
+      std::min(narrow_backward ? kNarrowBackwardThreads : 32,
                next_power_of_two(persistent && !two_column_sums ? chunks : (chunks + 1) / 2));
   // Long rows split across a thread-block cluster, four vectors per thread, prefetching the
   // next row's slice where the registers allow (H200, bf16, M = 2^26 / N, tilenorm-tune
@@ -286,12 +290,18 @@ KernelConfig heuristic_config(const LoweredProgram& program, DType io_dtype, DTy
            (persistent && !stages_rows && limits.clusters &&
             2 * values_per_thread * raw_bytes / 4 <= kPrefetchRegisters);
   };
-  // The fourteenth session's tuning moved that down to rows of 256 vectors, 32 threads each
-  // (bf16 N = 2048, M = 2^15, against 64 threads: RMSNorm backward 94.2% against 92.6%,
-  // recomputing LayerNorm 88.6% against 86.3%).
+  // A program with two reduction phases (recomputing LayerNorm) does so too on rows that 32
+  // threads cover with eight vectors each, 256 vectors (fourteenth session, run 6, against 64
+  // threads: bf16 N = 2048 88.7% against 86.2%, fp32 N = 1024 91.5% against 89.3%). One-phase
+  // programs measured slower there (RMSNorm recomputing bf16 N = 2048 87.0% against 92.7%,
+  // backward fp32 N = 1024 92.2% against 97.4%), and rows between 256 and 512 vectors (64
+  // threads, five to seven vectors each) were not measured, so they keep four; nor were
+  // peeled rows, which would hold eight vectors in registers.
   const bool long_prefetch = prefetch_fits(8 * vec) && 8 * vec > kPrefetchValues;
+  const bool two_phase_long_prefetch =
+      long_prefetch && !single_phase && !peel_rows && chunks == 8 * kTwoPhaseLongPrefetchThreads;
   const std::int64_t vectors_per_thread =
-      (long_prefetch && chunks >= 8 * kLongPrefetchNarrowestThreads) ||
+      (long_prefetch && chunks >= 8 * kLongPrefetchThreads) || two_phase_long_prefetch ||
               ((!single_phase || comoments) && chunks > kLongRowVectors)
           ? 8
           : 4;

@@ -1015,6 +1015,24 @@ TEST_CASE(
   const auto backward = heuristic_spec(lowered("layer_norm_backward"), DType::bf16, 128).config;
   CHECK(backward.threads_per_row == 8);
   CHECK(backward.rows_per_cta == 32);
+  // At N = 512 a 16-bit backward reading saved statistics takes 16 threads per row, four
+  // vectors each; fp32 rows and recomputing backwards keep a warp.
+  for (const char* name : {"layer_norm_backward", "rms_norm_backward"}) {
+    CAPTURE(name);
+    CHECK(heuristic_spec(lowered(name), DType::bf16, 512).config.threads_per_row == 16);
+    CHECK(heuristic_spec(lowered(name), DType::f16, 512).config.threads_per_row == 16);
+    CHECK(heuristic_spec(lowered(name), DType::f32, 256).config.threads_per_row == 32);
+  }
+  CHECK(heuristic_spec(lowered("rms_norm_backward_recompute"), DType::bf16, 512)
+            .config.threads_per_row == 32);
+  // A recomputing LayerNorm (two reduction phases) gives rows of 256 vectors 32 threads of
+  // eight vectors; RMSNorm's (one phase) keeps 64 threads of four.
+  CHECK(heuristic_spec(lowered("layer_norm_backward_recompute"), DType::bf16, 2048)
+            .config.threads_per_row == 32);
+  CHECK(heuristic_spec(lowered("layer_norm_backward_recompute"), DType::f32, 1024)
+            .config.threads_per_row == 32);
+  CHECK(heuristic_spec(lowered("rms_norm_backward_recompute"), DType::bf16, 2048)
+            .config.threads_per_row == 64);
 }
 
 TEST_CASE("codegen: LayerNorm's forward takes clusters up to slices of 512 threads") {
