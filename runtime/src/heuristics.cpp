@@ -160,8 +160,9 @@ KernelConfig heuristic_config(const LoweredProgram& program, DType io_dtype, DTy
   // too (tenth session, tilenorm-tune --show-candidates, bf16 N = 128, M = 2^19: 8 threads per
   // row 83.6-85.7% of the copy ceiling, 16 threads 75-78%); with one (RMSNorm) 16 threads
   // measured 94.6% in the benchmark.
-  // A 16-bit backward that reads saved statistics gives rows of 32-64 vectors (N = 256-512) 16
-  // threads, two to four vectors each, not a warp (fourteenth session, run 6, the benchmark,
+  // A 16-bit backward that reads saved statistics gives rows of 17-64 vectors (N = 129-512; 33-64
+  // with two column sums) 16 threads, two to four vectors each, not a warp (fourteenth session,
+  // run 6, the benchmark,
   // bf16, M = 2^26 / N, % of the copy ceiling: LayerNorm N = 512 90.5 against 87.3, RMSNorm
   // N = 256 92.7 against 92.0, N = 512 94.1 against 92.9). Not for fp32 rows (LayerNorm N = 256
   // 91.3 against 93.2) or recomputing backwards (RMSNorm bf16 N = 256 88.6 against 90.0).
