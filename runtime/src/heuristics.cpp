@@ -160,14 +160,15 @@ KernelConfig heuristic_config(const LoweredProgram& program, DType io_dtype, DTy
   // too (tenth session, tilenorm-tune --show-candidates, bf16 N = 128, M = 2^19: 8 threads per
   // row 83.6-85.7% of the copy ceiling, 16 threads 75-78%); with one (RMSNorm) 16 threads
   // measured 94.6% in the benchmark.
-  // A 16-bit backward that reads saved statistics gives rows of 17-64 vectors (N = 129-512; 33-64
-  // with two column sums) 16 threads, two to four vectors each, not a warp (fourteenth session,
-  // run 6, the benchmark,
-  // bf16, M = 2^26 / N, % of the copy ceiling: LayerNorm N = 512 90.5 against 87.3, RMSNorm
-  // N = 256 92.7 against 92.0, N = 512 94.1 against 92.9). Not for fp32 rows (LayerNorm N = 256
-  // 91.3 against 93.2) or recomputing backwards (RMSNorm bf16 N = 256 88.6 against 90.0).
+  // A 16-bit backward that reads saved statistics gives rows of 17-64 vectors (N = 129-512;
+  // 33-64 with two column sums) 16 threads, two to four vectors each, not a warp (fourteenth
+  // session, run 6, the benchmark, bf16, M = 2^26 / N, % of the copy ceiling: LayerNorm N = 512
+  // 90.5 against 87.3, RMSNorm N = 256 92.7 against 92.0, N = 512 94.1 against 92.9). Not for
+  // fp32 rows (LayerNorm N = 256 91.3 against 93.2) or recomputing backwards (RMSNorm bf16 N =
+  // 256 88.6 against 90.0).
   const bool two_column_sums = persistent && plan.column_partials >= 2;
-  const bool narrow_backward = persistent && saved_statistics(program) && vec >= 8;
+  const bool reads_statistics = saved_statistics(program);
+  const bool narrow_backward = persistent && reads_statistics && vec >= 8;
   const int narrowest =
       std::min(narrow_backward ? kNarrowBackwardThreads : 32,
                next_power_of_two(persistent && !two_column_sums ? chunks : (chunks + 1) / 2));
@@ -197,7 +198,7 @@ KernelConfig heuristic_config(const LoweredProgram& program, DType io_dtype, DTy
   // A persistent kernel (a backward) that reads saved statistics and sums two columns
   // (LayerNorm's dweight and dbias) stages its next row block in shared memory on one CTA.
   // (Peeled rows cannot be staged: cp.async copies aligned chunks.)
-  const bool stages_rows = two_column_sums && saved_statistics(program) && !peel_rows;
+  const bool stages_rows = two_column_sums && reads_statistics && !peel_rows;
   const bool cluster_backward = persistent && chunks > kClusterRowVectors;
   // Since the row exchange pushes with st.async (no fence per row; tenth session), a co-moment
   // forward takes a cluster at kForwardClusterRowVectors already: LayerNorm bf16 N = 32768
