@@ -20,6 +20,8 @@ constexpr std::int64_t kRegisterDominanceValues = 32;
 constexpr std::int64_t kClusterMinRowVectors = 1024;   // rows shorter than this need no cluster
 constexpr std::int64_t kClusterMinSliceVectors = 256;  // each CTA of a cluster gets at least this
 constexpr std::int64_t kClusterMaxVectorsPerThread = 4;
+constexpr int kLargestCluster = 16;  // non-portable on sm_90; the largest searched
+constexpr std::int64_t kLongSliceThreads = 512;
 constexpr std::int64_t kPipelinedMinRowVectors = 4096;
 // A forward's persistent grid without a cluster (prefetched rows) is searched from rows of this
 // many vectors: it won at some ragged rows of 360-1543 vectors (thirteenth session, bf16:
@@ -37,7 +39,7 @@ std::vector<int> domain_for_field(const std::string& field, DType io_dtype, DTyp
   if (field == "threads_per_row") return powers_of_two(1, 1024);
   if (field == "rows_per_cta") return powers_of_two(1, 64);
   if (field == "vec") return powers_of_two(1, widest_vec(io_dtype, param_dtype));
-  if (field == "ctas_per_row") return powers_of_two(1, 16);
+  if (field == "ctas_per_row") return powers_of_two(1, kLargestCluster);
   if (field == "row_storage") {
     std::vector<int> storages(kRowStorageCount);
     for (int storage = 0; storage < kRowStorageCount; ++storage) storages[storage] = storage;
@@ -216,11 +218,16 @@ std::optional<PrunedCandidate> prune(const Context& context, const KernelConfig&
                       " contiguous bytes per step, less than a 128-byte line");
   }
   const std::int64_t vectors_per_thread = ceil_div(vectors_per_row, row_threads);
-  if (config.ctas_per_row > 1 && vectors_per_thread > kClusterMaxVectorsPerThread) {
+  // Rows too long for four vectors per thread on 16 CTAs of 512 threads may take eight.
+  const std::int64_t cluster_max_vectors =
+      vectors_per_row > kLargestCluster * kLongSliceThreads * kClusterMaxVectorsPerThread
+          ? 2 * kClusterMaxVectorsPerThread
+          : kClusterMaxVectorsPerThread;
+  if (config.ctas_per_row > 1 && vectors_per_thread > cluster_max_vectors) {
     return pruned(PruneRule::needless_cluster,
                   std::to_string(vectors_per_thread) +
                       " vectors per thread in a cluster: a cluster is for short slices (at most " +
-                      std::to_string(kClusterMaxVectorsPerThread) + " per thread)");
+                      std::to_string(cluster_max_vectors) + " per thread)");
   }
   const std::int64_t elements_per_thread = vectors_per_thread * config.vec;
   if (elements_per_thread > kMaxElementsPerThread &&

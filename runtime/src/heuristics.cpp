@@ -17,11 +17,16 @@ constexpr std::int64_t kPrefetchRegisters = 128;
 
 // Vectors of a row each CTA of a cluster keeps, and the largest cluster (non-portable above 8).
 constexpr std::int64_t kClusterSliceVectors = 1024;
+// No cluster slice is made shorter than this (nor does the tuner's search space time one).
+constexpr std::int64_t kMinClusterSliceVectors = 256;
 // Rows longer than this many vectors go to a cluster (H200, 2026-11-30: at 2048 vectors, bf16
 // N = 16384, one CTA per row was faster: RMSNorm backward 68-74% of the copy ceiling against
 // 49% split across 2 CTAs; at 4096 vectors and more the cluster won: LayerNorm 15 -> 44%).
 constexpr std::int64_t kClusterRowVectors = 2048;
 constexpr int kMaxClusterCtas = 16;
+// The threads per CTA of a forward whose row is too long for four vectors per thread even on
+// a cluster of kMaxClusterCtas; each then takes eight (see heuristic_config).
+constexpr int kLongSliceThreads = 512;
 constexpr std::int64_t kLongRowVectors = 1024;
 constexpr std::int64_t kForwardClusterRowVectors = 4096;
 // A forward on one CTA per row whose last sweep is partly empty takes half the threads where
@@ -178,7 +183,8 @@ KernelConfig heuristic_config(const LoweredProgram& program, DType io_dtype, DTy
   // - a backward (which would otherwise spill or re-read its rows) past kClusterRowVectors, on
   //   the fewest CTAs whose slices keep at most kClusterSliceVectors vectors (seventh session:
   //   RMSNorm N = 32768 on 4 x 256 threads 68.5%, 62.3% with two vectors per thread in
-  //   registers; N = 65536 on 8 x 256 64.8% against 58.9%), half that with two column sums;
+  //   registers; N = 65536 on 8 x 256 64.8% against 58.9%), half that with two column sums
+  //   and a quarter with one (below);
   // - a one-phase forward without co-moments past kForwardClusterRowVectors, on a cluster of 16;
   // - a co-moment forward (LayerNorm's) from kForwardClusterRowVectors, on slices of at most
   //   kClusterSliceVectors.
@@ -199,7 +205,15 @@ KernelConfig heuristic_config(const LoweredProgram& program, DType io_dtype, DTy
   // (LayerNorm's dweight and dbias) stages its next row block in shared memory on one CTA.
   // (Peeled rows cannot be staged: cp.async copies aligned chunks.)
   const bool stages_rows = two_column_sums && reads_statistics && !peel_rows;
-  const bool cluster_backward = persistent && chunks > kClusterRowVectors;
+  // A 16-bit backward with one column sum (RMSNorm's dweight) that reads saved statistics takes
+  // a cluster already at kClusterRowVectors (fifteenth session, run 1, the benchmark, bf16 N =
+  // 16384, M = 4096: 85.0% of the copy ceiling on 8 x 64 threads against 80.9% on one CTA).
+  // Not when it recomputes (78.8% against 84.2%) or for fp32 rows (N = 8192: 92.0% against
+  // 94.1%), nor for misaligned rows (not measured).
+  const bool cluster_backward =
+      persistent &&
+      (chunks > kClusterRowVectors ||
+       (chunks == kClusterRowVectors && !two_column_sums && narrow_backward && !peel_rows));
   // Since the row exchange pushes with st.async (no fence per row; tenth session), a co-moment
   // forward takes a cluster at kForwardClusterRowVectors already: LayerNorm bf16 N = 32768
   // (M = 2048) on 4 x 256 threads, prefetched, 80.8% against 75.6% on one CTA of 512 threads.
@@ -230,8 +244,14 @@ KernelConfig heuristic_config(const LoweredProgram& program, DType io_dtype, DTy
     // A co-moment forward keeps half the slice too (thirteenth session, tilenorm-tune
     // --show-candidates, bf16: LayerNorm N = 32768, M = 2048, on 8 x 128 threads 84.3% against
     // 79.1% on 4 x 256; 65536 on 16 x 128 84.9% against 84.2% on 8 x 256).
+    // A backward with one column sum keeps a quarter (fifteenth session, run 1, the benchmark,
+    // M = 2^26 / N, against slices of 1024 vectors: bf16 N = 32768 on 16 x 64 threads 81.0%
+    // against 79.0%, recomputing 81.6% against 74.2%; N = 65536 on 16 x 128 76.4% against
+    // 75.6%, recomputing 77.1% against 74.0%; fp32 N = 16384 95.9% against 90.7%, 32768 92.9%
+    // against 90.0%).
     const std::int64_t slice_limit =
-        (cluster_backward && two_column_sums) || (cluster_forward && comoments)
+        cluster_backward && !two_column_sums ? kClusterSliceVectors / 4
+        : (cluster_backward && two_column_sums) || (cluster_forward && comoments)
             ? kClusterSliceVectors / 2
             : kClusterSliceVectors;
     // A one-phase forward without co-moments takes the largest cluster (tenth session, bf16:
@@ -241,7 +261,9 @@ KernelConfig heuristic_config(const LoweredProgram& program, DType io_dtype, DTy
                : peeled_cluster_forward      ? 2
                : peeled_cluster_backward     ? 4
                                              : 1;
-    while (ctas < kMaxClusterCtas && (chunks + ctas - 1) / ctas > slice_limit) ctas *= 2;
+    while (ctas < kMaxClusterCtas && (chunks + ctas - 1) / ctas > slice_limit &&
+           chunks / (2 * ctas) >= kMinClusterSliceVectors)
+      ctas *= 2;
     // A co-moment on slices past the limit (a cluster of 16 is too small) takes 512 threads
     // per CTA: since its variance states shuffle two floats, not four (eighth session), that
     // measured 52.1% of the copy ceiling against 41.6% re-read from L2 by one CTA of 1024
@@ -252,6 +274,19 @@ KernelConfig heuristic_config(const LoweredProgram& program, DType io_dtype, DTy
     // A cluster too large for its threads leaves its last CTAs without columns (which
     // config_problem refuses): then the next smaller cluster.
     constexpr std::int64_t per_thread = 4;
+    // A forward whose slices on a cluster of 16 would take more than 512 threads of four
+    // vectors (fp32 N = 262144: 4096 vectors) takes 512 threads of eight, prefetched (fifteenth
+    // session, run 2, the benchmark, M = 256: RMSNorm 91.3% of the copy ceiling against 52.0% on
+    // 1024 threads of four in registers and 68.4% on 512 of eight in registers; LayerNorm 81.8%
+    // against 47.1% re-reading its row from L2 on one CTA).
+    const std::int64_t widest_slice = (chunks + ctas - 1) / ctas;
+    if (!persistent && !peel_rows && ctas == kMaxClusterCtas &&
+        widest_slice > kLongSliceThreads * per_thread &&
+        widest_slice <= kLongSliceThreads * 2 * per_thread) {
+      const KernelConfig config{kLongSliceThreads, 1, vec, static_cast<int>(RowStorage::prefetched),
+                                ctas};
+      if (fits(config)) return config;
+    }
     for (int split = ctas; split > 1; split /= 2) {
       const std::int64_t slice = (chunks + split - 1) / split;
       if ((comoments && slice > 2 * kClusterSliceVectors) || slice > per_thread * 1024) break;

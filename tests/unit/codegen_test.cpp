@@ -913,16 +913,23 @@ TEST_CASE("codegen: with clusters, the heuristic splits long rows") {
   auto config = [&](DType dtype, std::int64_t n) {
     return heuristic_spec(program, dtype, n).config;
   };
-  // Up to 2048 vectors per row, one CTA; then the fewest CTAs that keep <= 1024 vectors each,
-  // four vectors per thread, prefetched.
+  // One column sum: up to 2048 vectors per row (bf16 from 2048), one CTA; then the fewest CTAs
+  // that keep <= 256 vectors each (up to 16), four vectors per thread, prefetched.
   CHECK(config(DType::bf16, 8192).ctas_per_row == 1);
-  CHECK(config(DType::bf16, 16384).ctas_per_row == 1);
-  CHECK(config(DType::bf16, 32768).ctas_per_row == 4);
-  CHECK(config(DType::f32, 16384).ctas_per_row == 4);
-  CHECK(config(DType::bf16, 65536).ctas_per_row == 8);
+  CHECK(config(DType::f32, 8192).ctas_per_row == 1);
+  CHECK(config(DType::bf16, 16384).ctas_per_row == 8);
+  CHECK(config(DType::f16, 16384).ctas_per_row == 8);
+  CHECK(config(DType::bf16, 32768).ctas_per_row == 16);
+  CHECK(config(DType::f32, 16384).ctas_per_row == 16);
+  CHECK(config(DType::bf16, 65536).ctas_per_row == 16);
   CHECK(config(DType::f32, 65536).ctas_per_row == 16);
   CHECK(config(DType::bf16, 262144).ctas_per_row == 16);
-  for (std::int64_t n : {32768, 65536, 262144}) {
+  // Recomputing, 2048 vectors stay on one CTA.
+  CHECK(heuristic_spec(lowered("rms_norm_backward_recompute"), DType::bf16, 16384)
+            .config.ctas_per_row == 1);
+  CHECK(heuristic_spec(lowered("rms_norm_backward_recompute"), DType::bf16, 32768)
+            .config.ctas_per_row == 16);
+  for (std::int64_t n : {16384, 32768, 65536, 262144}) {
     CAPTURE(n);
     CHECK(static_cast<RowStorage>(config(DType::bf16, n).row_storage) == RowStorage::prefetched);
     const KernelConfig split = config(DType::bf16, n);
@@ -1053,7 +1060,17 @@ TEST_CASE("codegen: LayerNorm's forward takes clusters up to slices of 512 threa
   CHECK(n262144.ctas_per_row == 16);
   CHECK(n262144.threads_per_row == 512);
   CHECK(static_cast<RowStorage>(n262144.row_storage) == RowStorage::prefetched);
-  CHECK(forward(DType::f32, 262144).ctas_per_row == 1);
+  // A row too long for four vectors per thread on 16 x 512 threads (fp32 N = 262144) takes
+  // eight; longer ones stay on one CTA.
+  for (const char* name : {"layer_norm", "rms_norm"}) {
+    CAPTURE(name);
+    const KernelConfig f32 = heuristic_spec(lowered(name), DType::f32, 262144).config;
+    CHECK(f32.ctas_per_row == 16);
+    CHECK(f32.threads_per_row == 512);
+    CHECK(f32.threads_per_row * 8 * f32.vec * f32.ctas_per_row == 262144);
+    CHECK(static_cast<RowStorage>(f32.row_storage) == RowStorage::prefetched);
+    CHECK(heuristic_spec(lowered(name), DType::f32, 524288).config.ctas_per_row == 1);
+  }
 }
 
 TEST_CASE("codegen: a backward too long for registers on any cluster re-reads slices on one") {
