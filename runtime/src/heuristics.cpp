@@ -24,7 +24,7 @@ constexpr std::int64_t kMinClusterSliceVectors = 256;
 // 49% split across 2 CTAs; at 4096 vectors and more the cluster won: LayerNorm 15 -> 44%).
 constexpr std::int64_t kClusterRowVectors = 2048;
 constexpr int kMaxClusterCtas = 16;
-// The threads per CTA of a forward whose row is too long for four vectors per thread even on
+// The threads per CTA of a kernel whose row is too long for four vectors per thread even on
 // a cluster of kMaxClusterCtas; each then takes eight (see heuristic_config).
 constexpr int kLongSliceThreads = 512;
 constexpr std::int64_t kLongRowVectors = 1024;
@@ -299,12 +299,19 @@ KernelConfig heuristic_config(const LoweredProgram& program, DType io_dtype, DTy
         if (fits(config)) return config;
       }
     }
-    // A backward whose slices fit no registers even on a cluster of 16 (fp32 N = 262144: x
-    // and dy rows of 1 MiB each) re-reads its slices from L2 on the cluster: a cluster has one
-    // row block (2 MiB) in flight at a time, so the grid's rows stay in L2, where one CTA per
-    // row re-read up to 132 of them from HBM (fp32 N = 262144: 8.7% of the copy ceiling for
-    // LayerNorm's backward, 19.3% for RMSNorm's, eighth session).
+    // A backward whose slices take more than 1024 threads of four vectors (fp32 N = 262144: x
+    // and dy rows of 1 MiB each) keeps them in registers on 512 threads of eight, without
+    // prefetching (fifteenth session, run 3, the benchmark, M = 256, against 1024 threads
+    // re-reading their slices from L2: LayerNorm 45.1% of the copy ceiling against 41.4%,
+    // recomputing 42.2% against 30.8%; RMSNorm 56.7% against 52.8%, recomputing 55.0% against
+    // 50.2%). Where those do not fit either, the cluster re-reads from L2: it has one row block
+    // (2 MiB) in flight at a time, so the grid's rows stay in L2, where one CTA per row re-read
+    // up to 132 of them from HBM (fp32 N = 262144: 8.7% for LayerNorm's backward, 19.3% for
+    // RMSNorm's, eighth session).
     if (cluster_backward) {
+      const KernelConfig long_slices{kLongSliceThreads, 1, vec,
+                                     static_cast<int>(RowStorage::registers), ctas};
+      if (fits(long_slices)) return long_slices;
       const KernelConfig global{1024, 1, vec, static_cast<int>(RowStorage::global), ctas};
       if (fits(global)) return global;
     }

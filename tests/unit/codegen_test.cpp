@@ -1073,18 +1073,24 @@ TEST_CASE("codegen: LayerNorm's forward takes clusters up to slices of 512 threa
   }
 }
 
-TEST_CASE("codegen: a backward too long for registers on any cluster re-reads slices on one") {
+TEST_CASE("codegen: a backward too long for four vectors per thread on a cluster takes eight") {
   // fp32 N = 262144: x and dy slices of 1024 threads x 4 vectors do not fit the registers of a
-  // 1024-thread CTA, so the cluster's CTAs re-read their slices (from L2, one row block per
-  // cluster at a time) instead of one CTA per row streaming whole rows again from HBM.
+  // 1024-thread CTA, so the cluster's CTAs keep 8 vectors each on 512 threads, in registers.
   for (const char* name : {"rms_norm_backward", "layer_norm_backward_recompute"}) {
     CAPTURE(name);
     const KernelConfig config = heuristic_spec(lowered(name), DType::f32, 262144).config;
     CHECK(config.ctas_per_row == 16);
-    CHECK(config.threads_per_row == 1024);
-    CHECK(static_cast<RowStorage>(config.row_storage) == RowStorage::global);
+    CHECK(config.threads_per_row == 512);
+    CHECK(static_cast<RowStorage>(config.row_storage) == RowStorage::registers);
+    // Twice as long, the slices do not fit those registers either: the cluster's CTAs re-read
+    // them (from L2, one row block per cluster at a time) instead of one CTA per row streaming
+    // whole rows again from HBM.
+    const KernelConfig longer = heuristic_spec(lowered(name), DType::f32, 524288).config;
+    CHECK(longer.ctas_per_row == 16);
+    CHECK(longer.threads_per_row == 1024);
+    CHECK(static_cast<RowStorage>(longer.row_storage) == RowStorage::global);
   }
-  // Where registers fit, a cluster keeps them.
+  // Where four vectors per thread fit, a cluster prefetches them.
   CHECK(static_cast<RowStorage>(
             heuristic_spec(lowered("rms_norm_backward"), DType::f32, 131072).config.row_storage) ==
         RowStorage::prefetched);
