@@ -152,6 +152,16 @@ std::optional<PrunedCandidate> prune(const Context& context, const KernelConfig&
                       std::to_string(config.rows_per_cta) + " rows in " +
                       std::string(row_storage_name(storage)) + " storage");
   }
+  // Column partial sums kept in registers past the budget spill whatever the row storage
+  // (ptxas drops the tuner's candidates for it after compiling them: rows of one CTA at N =
+  // 262144 took 21 of the 22 s of tuning RMSNorm's bf16 backward, to spill 11-29 KiB each).
+  const std::int64_t partial_registers = column_partial_registers(context.program, spec);
+  if (partial_registers > register_budget(spec)) {
+    return pruned(PruneRule::spilled_partials,
+                  "its column partial sums take " + std::to_string(partial_registers) +
+                      " registers per thread, over the budget of " +
+                      std::to_string(std::max<std::int64_t>(register_budget(spec), 0)));
+  }
   // Pipelined slices are searched where clusters have won, rows from 4096 vectors (H200,
   // 2026-11-30: below that one CTA per row won every shape), to keep the space in budget.
   if (storage == RowStorage::pipelined && vectors_per_row < kPipelinedMinRowVectors) {
@@ -290,6 +300,8 @@ std::string_view prune_rule_name(PruneRule rule) {
       return "rows stacked past 256 threads";
     case PruneRule::dominated_storage:
       return "dominated storage";
+    case PruneRule::spilled_partials:
+      return "partial sums spill";
   }
   return "?";
 }

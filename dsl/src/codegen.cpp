@@ -271,16 +271,13 @@ std::int64_t held_registers(const LoweredProgram& lp, const KernelSpec& spec) {
   const auto& c = spec.config;
   const auto storage = static_cast<RowStorage>(c.row_storage);
   const Geometry g = geometry(spec);
-  // Each column partial sum keeps ITERS * VEC floats per thread.
-  const std::int64_t column_partials = plan_kernels(lp).column_partials;
   // Row inputs are held raw (two 16-bit values per register): twice when prefetching, three
   // times when pipelined (the block in flight, the one being pushed, the one being finished).
   const std::int64_t copies =
       storage == RowStorage::pipelined ? 3 : (storage == RowStorage::prefetched ? 2 : 1);
   const std::int64_t raw_registers =
       g.iters * c.vec * row_input_bytes(lp, spec.io_dtype, spec.param_dtype) / 4 * copies;
-  const std::int64_t partial_registers =
-      shared_partials_bytes(lp, spec) > 0 ? 0 : g.iters * c.vec * column_partials;
+  const std::int64_t partial_registers = column_partial_registers(lp, spec);
   // Peeled rows hold more per chunk: the head and tail bounds, and two aligned vectors per
   // column parameter for the extraction (calibrated with NVRTC 13.0 for sm_90, where long
   // rows at 1024 threads spilled without this).
@@ -296,13 +293,6 @@ std::int64_t held_registers(const LoweredProgram& lp, const KernelSpec& spec) {
     }
   }
   return partial_registers + raw_registers + peel_registers;
-}
-
-// The registers per thread the held rows may take: what 64K registers leave each thread of
-// the CTA (at most 255), less 40 for the passes' working values.
-std::int64_t register_budget(const KernelSpec& spec) {
-  const std::int64_t threads = std::int64_t{spec.config.threads_per_row} * spec.config.rows_per_cta;
-  return std::min<std::int64_t>(255, 65536 / threads) - 40;
 }
 
 // Column partial sums in shared memory are read, added to and written back in runs of this many
@@ -1724,6 +1714,19 @@ std::optional<std::string> config_problem(const LoweredProgram& lp, const Kernel
            std::to_string(std::max<std::int64_t>(register_budget(spec), 0)) + ")";
   }
   return std::nullopt;
+}
+
+// What 64K registers leave each thread of the CTA (at most 255), less 40 for the passes'
+// working values.
+std::int64_t register_budget(const KernelSpec& spec) {
+  const std::int64_t threads = std::int64_t{spec.config.threads_per_row} * spec.config.rows_per_cta;
+  return std::min<std::int64_t>(255, 65536 / threads) - 40;
+}
+
+// Each column partial sum kept in registers takes ITERS * VEC floats per thread.
+std::int64_t column_partial_registers(const LoweredProgram& lp, const KernelSpec& spec) {
+  if (shared_partials_bytes(lp, spec) > 0) return 0;
+  return geometry(spec).iters * spec.config.vec * plan_kernels(lp).column_partials;
 }
 
 bool rows_fit_registers(const LoweredProgram& lp, const KernelSpec& spec) {

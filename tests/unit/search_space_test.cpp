@@ -212,6 +212,28 @@ TEST_CASE("search space: each pruning rule reports its reason") {
   expect(pruned_entry(n131072, config(1024, 1, 8, RowStorage::shared)), PruneRule::shared_memory,
          "needs 262144 bytes of dynamic shared memory; the device allows 232448");
 
+  // A backward on one CTA of 1024 threads at N = 262144 keeps 32 x 8 column partial sums per
+  // thread in registers: over the budget (64 - 40), so it is not compiled only to spill.
+  const auto backward_262144 = tilenorm::explore_search_space(
+      lowered("rms_norm_backward"), DType::bf16, DType::bf16, 262144, limits);
+  expect(pruned_entry(backward_262144, config(1024, 1, 8, RowStorage::global)),
+         PruneRule::spilled_partials,
+         "its column partial sums take 256 registers per thread, over the budget of 24");
+  // Rows too long for four vectors per thread on 16 x 512 threads may take eight on a
+  // cluster; shorter ones may not.
+  tilenorm::KernelConfig eight_per_thread = config(512, 1, 4, RowStorage::prefetched);
+  eight_per_thread.ctas_per_row = 16;
+  const auto f32_262144 =
+      tilenorm::build_search_space(lowered("rms_norm"), DType::f32, DType::f32, 262144, limits);
+  CHECK(std::any_of(f32_262144.begin(), f32_262144.end(),
+                    [&](const auto& c) { return c.config == eight_per_thread; }));
+  tilenorm::KernelConfig short_eight = config(128, 1, 8, RowStorage::prefetched);
+  short_eight.ctas_per_row = 16;
+  const auto bf16_131072 =
+      tilenorm::explore_search_space(lowered("rms_norm"), DType::bf16, DType::bf16, 131072, limits);
+  expect(pruned_entry(bf16_131072, short_eight), PruneRule::needless_cluster,
+         "8 vectors per thread in a cluster: a cluster is for short slices (at most 4 per thread)");
+
   // A backward that sums across rows peels only rows of 256 vectors and more (peels_rows):
   // contiguous rows of N = 1001 allow vec 1 only.
   const auto n1001 = tilenorm::explore_search_space(lowered("layer_norm_backward"), DType::bf16,

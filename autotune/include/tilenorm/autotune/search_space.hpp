@@ -43,6 +43,7 @@ enum class PruneRule {
   serial_row,         // each thread walks more than 16 vectors (below 256 threads per row)
   stacked_rows,       // rows stacked past a 256-thread CTA
   dominated_storage,  // shared/global while the row fits registers with <= 32 values per thread
+  spilled_partials,   // column partial sums in registers past the per-thread budget: they spill
 };
 std::string_view prune_rule_name(PruneRule rule);
 

@@ -95,6 +95,12 @@ std::int64_t row_input_bytes(const LoweredProgram& program, DType io_dtype, DTyp
 // three times when fetching ahead) fit the per-thread register budget.
 bool rows_fit_registers(const LoweredProgram& program, const KernelSpec& spec);
 
+// The registers per thread that a persistent kernel's column partial sums take when it keeps
+// them in registers (0 when they are in shared memory, or there are none), and the budget they
+// must fit whatever the row storage: past it, ptxas spills them.
+std::int64_t column_partial_registers(const LoweredProgram& program, const KernelSpec& spec);
+std::int64_t register_budget(const KernelSpec& spec);
+
 // Why `spec` cannot be generated for `program`, or nothing when it can.
 std::optional<std::string> config_problem(const LoweredProgram& program, const KernelSpec& spec);
 
