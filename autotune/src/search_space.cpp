@@ -17,11 +17,7 @@ constexpr std::int64_t kMaxElementsPerThread = 64;
 constexpr int kSerialExemptThreadsPerRow = 256;
 constexpr std::int64_t kMaxStackedBlockThreads = 256;
 constexpr std::int64_t kRegisterDominanceValues = 32;
-constexpr std::int64_t kClusterMinRowVectors = 1024;   // rows shorter than this need no cluster
-constexpr std::int64_t kClusterMinSliceVectors = 256;  // each CTA of a cluster gets at least this
-constexpr std::int64_t kClusterMaxVectorsPerThread = 4;
-constexpr int kLargestCluster = 16;  // non-portable on sm_90; the largest searched
-constexpr std::int64_t kLongSliceThreads = 512;
+constexpr std::int64_t kClusterMinRowVectors = 1024;  // rows shorter than this need no cluster
 constexpr std::int64_t kPipelinedMinRowVectors = 4096;
 // A forward's persistent grid without a cluster (prefetched rows) is searched from rows of this
 // many vectors: it won at some ragged rows of 360-1543 vectors (thirteenth session, bf16:
@@ -39,7 +35,7 @@ std::vector<int> domain_for_field(const std::string& field, DType io_dtype, DTyp
   if (field == "threads_per_row") return powers_of_two(1, 1024);
   if (field == "rows_per_cta") return powers_of_two(1, 64);
   if (field == "vec") return powers_of_two(1, widest_vec(io_dtype, param_dtype));
-  if (field == "ctas_per_row") return powers_of_two(1, kLargestCluster);
+  if (field == "ctas_per_row") return powers_of_two(1, kMaxClusterCtas);
   if (field == "row_storage") {
     std::vector<int> storages(kRowStorageCount);
     for (int storage = 0; storage < kRowStorageCount; ++storage) storages[storage] = storage;
@@ -130,11 +126,12 @@ std::optional<PrunedCandidate> prune(const Context& context, const KernelConfig&
   }
   if (config.ctas_per_row > 1 &&
       (vectors_per_row < kClusterMinRowVectors ||
-       vectors_per_row / config.ctas_per_row < kClusterMinSliceVectors)) {
+       vectors_per_row / config.ctas_per_row < kMinClusterSliceVectors)) {
     return pruned(PruneRule::needless_cluster,
                   "a row of " + std::to_string(vectors_per_row) + " vectors split " +
-                      std::to_string(config.ctas_per_row) +
-                      " ways: clusters pay from 1024 vectors per row, 256 per CTA");
+                      std::to_string(config.ctas_per_row) + " ways: clusters pay from " +
+                      std::to_string(kClusterMinRowVectors) + " vectors per row, " +
+                      std::to_string(kMinClusterSliceVectors) + " per CTA");
   }
   // A cluster exists to keep a long row on chip: its slices stay in registers, one row each;
   // where they cannot (a backward's slices too large for registers at 1024 threads), they are
@@ -156,11 +153,12 @@ std::optional<PrunedCandidate> prune(const Context& context, const KernelConfig&
   // (ptxas drops the tuner's candidates for it after compiling them: rows of one CTA at N =
   // 262144 took 21 of the 22 s of tuning RMSNorm's bf16 backward, to spill 11-29 KiB each).
   const std::int64_t partial_registers = column_partial_registers(context.program, spec);
-  if (partial_registers > register_budget(spec)) {
+  const std::int64_t budget = register_budget(spec);
+  if (partial_registers > budget) {
     return pruned(PruneRule::spilled_partials,
                   "its column partial sums take " + std::to_string(partial_registers) +
                       " registers per thread, over the budget of " +
-                      std::to_string(std::max<std::int64_t>(register_budget(spec), 0)));
+                      std::to_string(std::max<std::int64_t>(budget, 0)));
   }
   // Pipelined slices are searched where clusters have won, rows from 4096 vectors (H200,
   // 2026-11-30: below that one CTA per row won every shape), to keep the space in budget.
@@ -230,9 +228,9 @@ std::optional<PrunedCandidate> prune(const Context& context, const KernelConfig&
   const std::int64_t vectors_per_thread = ceil_div(vectors_per_row, row_threads);
   // Rows too long for four vectors per thread on 16 CTAs of 512 threads may take eight.
   const std::int64_t cluster_max_vectors =
-      vectors_per_row > kLargestCluster * kLongSliceThreads * kClusterMaxVectorsPerThread
-          ? 2 * kClusterMaxVectorsPerThread
-          : kClusterMaxVectorsPerThread;
+      vectors_per_row > kMaxClusterCtas * kLongSliceThreads * kClusterVectorsPerThread
+          ? 2 * kClusterVectorsPerThread
+          : kClusterVectorsPerThread;
   if (config.ctas_per_row > 1 && vectors_per_thread > cluster_max_vectors) {
     return pruned(PruneRule::needless_cluster,
                   std::to_string(vectors_per_thread) +

@@ -15,18 +15,12 @@ namespace {
 // heuristic_config).
 constexpr std::int64_t kPrefetchRegisters = 128;
 
-// Vectors of a row each CTA of a cluster keeps, and the largest cluster (non-portable above 8).
+// Vectors of a row each CTA of a cluster keeps (the cluster limits are in heuristics.hpp).
 constexpr std::int64_t kClusterSliceVectors = 1024;
-// No cluster slice is made shorter than this (nor does the tuner's search space time one).
-constexpr std::int64_t kMinClusterSliceVectors = 256;
 // Rows longer than this many vectors go to a cluster (H200, 2026-11-30: at 2048 vectors, bf16
 // N = 16384, one CTA per row was faster: RMSNorm backward 68-74% of the copy ceiling against
 // 49% split across 2 CTAs; at 4096 vectors and more the cluster won: LayerNorm 15 -> 44%).
 constexpr std::int64_t kClusterRowVectors = 2048;
-constexpr int kMaxClusterCtas = 16;
-// The threads per CTA of a kernel whose row is too long for four vectors per thread even on
-// a cluster of kMaxClusterCtas; each then takes eight (see heuristic_config).
-constexpr int kLongSliceThreads = 512;
 constexpr std::int64_t kLongRowVectors = 1024;
 constexpr std::int64_t kForwardClusterRowVectors = 4096;
 // A forward on one CTA per row whose last sweep is partly empty takes half the threads where
@@ -273,7 +267,7 @@ KernelConfig heuristic_config(const LoweredProgram& program, DType io_dtype, DTy
     // need more than four vectors per thread is not worth it, and the row goes to one CTA below.
     // A cluster too large for its threads leaves its last CTAs without columns (which
     // config_problem refuses): then the next smaller cluster.
-    constexpr std::int64_t per_thread = 4;
+    constexpr std::int64_t per_thread = kClusterVectorsPerThread;
     // A forward whose slices on a cluster of 16 would take more than 512 threads of four
     // vectors (fp32 N = 262144: 4096 vectors) takes 512 threads of eight, prefetched (fifteenth
     // session, run 2, the benchmark, M = 256: RMSNorm 91.3% of the copy ceiling against 52.0% on

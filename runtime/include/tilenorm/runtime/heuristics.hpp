@@ -39,6 +39,15 @@ const DeviceLimits& known_device(std::string_view name_or_arch);
 inline constexpr std::int64_t kPrefetchValues = 16;
 inline constexpr int kStagedRowThreads = 64;
 
+// Thread-block clusters, shared by the heuristic and the tuner's search space: at most
+// kMaxClusterCtas CTAs (non-portable above 8 on sm_90), slices of at least
+// kMinClusterSliceVectors vectors, kClusterVectorsPerThread vectors per thread, or twice that
+// on kLongSliceThreads threads for rows too long for that many on the largest cluster.
+inline constexpr int kMaxClusterCtas = 16;
+inline constexpr std::int64_t kMinClusterSliceVectors = 256;
+inline constexpr std::int64_t kClusterVectorsPerThread = 4;
+inline constexpr int kLongSliceThreads = 512;
+
 // Whether a launch of a persistent kernel folds its column partial sums across a cluster
 // (GeneratedKernel::folds_partials), given the bytes of its unfolded partial sums per column
 // (partial rows x column gradients x 4) and the bytes per column of one row in all the row
