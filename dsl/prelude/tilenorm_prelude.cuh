@@ -146,6 +146,15 @@ __device__ __forceinline__ bool whole_chunk(int col0) {
   return N % V == 0 ? col0 < N : col0 + V <= N;
 }
 
+// A chunk's first column that the generator knows lies inside the row: the threads' chunks tile
+// it exactly. Said to the compiler, it folds away the chunk tests of the loads and stores
+// (whole_chunk), which it cannot prove from a cluster rank.
+template <int N>
+__device__ __forceinline__ int column_inside(int col0) {
+  __builtin_assume(col0 >= 0 && col0 < N);
+  return col0;
+}
+
 // Loads elements [col0, col0 + V) of a row of N into fp32. Columns past N read as 0; a
 // chunk that crosses N is read element by element so nothing past the row is touched.
 template <class T, int V, int N>

@@ -346,6 +346,24 @@ TEST_CASE("codegen: a cluster kernel deals the row to its CTAs and exchanges row
   CHECK(contains(kernel.source, "constexpr int CLUSTER = 4;"));
   CHECK(contains(kernel.source, "if (tn::cluster_ctas() != CLUSTER) __trap();"));
   CHECK(contains(kernel.source, "const int c0 = ((it * CLUSTER + tn_rank) * TPR + lane) * VEC;"));
+  // The backward's chunks, 4 x 256 threads of 4 vectors of 8, tile the 32768 columns exactly,
+  // which the compiler is told: it cannot prove it from the cluster rank. (The forward keeps
+  // the chunk tests: see chunk_column in codegen.cpp.)
+  const std::string declared = tilenorm::generate_cuda(lowered("layer_norm_backward"),
+                                                       {DType::bf16, DType::bf16, 32768, clustered})
+                                   .source;
+  CHECK(contains(declared,
+                 "const int c0 = tn::column_inside<N>(((it * CLUSTER + tn_rank) * "
+                 "TPR + lane) * VEC);"));
+  CHECK_FALSE(contains(declared, "(it < FULL_ITERS || c0 < N)"));
+  // 32760 columns leave the last sweep short: its chunks are tested instead.
+  const std::string short_sweep =
+      tilenorm::generate_cuda(lowered("layer_norm_backward"),
+                              {DType::bf16, DType::bf16, 32760, clustered})
+          .source;
+  CHECK(contains(short_sweep, "const int c0 = ((it * CLUSTER + tn_rank) * TPR + lane) * VEC;"));
+  CHECK(contains(short_sweep, "(it < FULL_ITERS || c0 < N)"));
+  CHECK_FALSE(contains(short_sweep, "column_inside<N>("));
   // LayerNorm's statistics in one phase (a co-moment): one exchange per row, one mbarrier
   // wait, pushing the co-moment's four fields.
   std::size_t waits = 0;
