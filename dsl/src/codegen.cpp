@@ -461,7 +461,7 @@ class Emitter {
   // its loads and stores stay in the code even where the chunks tile the row exactly (and the
   // generated code leaves its own out, see covers_row_exactly). The backwards wrap the column
   // in tn::column_inside, which says so: LayerNorm's (bf16, N = 65536 on 16 x 128 threads) runs
-  // a fifth fewer instructions per row, 52 -> 60% of the copy ceiling on the H200 (fifteenth
+  // a tenth fewer instructions per row, 52 -> 60% of the copy ceiling on the H200 (sixteenth
   // session; 32768 60 -> 68%, 262144 34 -> 38%; RMSNorm's within -3 to +2). Not the forwards:
   // without the tests' branches ptxas 13.0 sank the next row's prefetch past the exchange wait
   // there (LayerNorm fp32 N = 131072 81 -> 67%, bf16 262144 62 -> 55%).
