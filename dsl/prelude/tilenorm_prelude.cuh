@@ -73,6 +73,32 @@ __device__ __forceinline__ void zero2(float (&values)[I][V]) {
   for (int i = 0; i < I; ++i) zero(values[i]);
 }
 
+// The finishing kernel's V adjacent column sums (V = 4 only where `from` is 16-byte aligned):
+// one vector load or store each.
+template <int V>
+__device__ __forceinline__ void add_partials(float (&sums)[V], const float* from) {
+  if constexpr (V == 4) {
+    const float4 v = *reinterpret_cast<const float4*>(from);
+    sums[0] += v.x;
+    sums[1] += v.y;
+    sums[2] += v.z;
+    sums[3] += v.w;
+  } else {
+#pragma unroll
+    for (int i = 0; i < V; ++i) sums[i] += from[i];
+  }
+}
+
+template <int V>
+__device__ __forceinline__ void store_partials(float* to, const float (&sums)[V]) {
+  if constexpr (V == 4) {
+    *reinterpret_cast<float4*>(to) = make_float4(sums[0], sums[1], sums[2], sums[3]);
+  } else {
+#pragma unroll
+    for (int i = 0; i < V; ++i) to[i] = sums[i];
+  }
+}
+
 // ---- Vector memory access: a chunk of V consecutive elements moves as one access of
 // V * sizeof(T) bytes (up to 16). The caller guarantees that alignment.
 template <int Bytes>

@@ -256,11 +256,12 @@ TEST_CASE("codegen: the parameter lists follow the slots, in the order the param
       REQUIRE(kernel.finish.has_value() == cross_row);
       if (kernel.finish) {
         CHECK(kernel.finish->name == kernel.name + "_finish");
-        // One warp wide (32 columns), 32 row groups deep.
-        CHECK(kernel.finish->threads_per_block == 1024);
+        // 256 threads: at N = 1000, four columns each, 32 row groups deep (32 columns per CTA).
+        CHECK(kernel.finish->threads_per_block == 256);
         CHECK(kernel.finish_columns_per_cta == 32);
-        CHECK(contains(kernel.source, "extern \"C\" __global__ void __launch_bounds__(1024)\n" +
+        CHECK(contains(kernel.source, "extern \"C\" __global__ void __launch_bounds__(256)\n" +
                                           kernel.finish->name + "("));
+        CHECK(contains(kernel.source, "constexpr int VEC = 4, GROUPS = 32, COLS = 8;\n"));
         check_parameters(program.program, kernel.source, kernel.finish->name, kernel.finish->params,
                          cross_row, true, io, param);
       }
@@ -480,6 +481,37 @@ TEST_CASE("codegen: a pipelined cluster kernel pushes a row block before finishi
     CHECK(contains(source.substr(first_half, second_half - first_half), "(in0_fresh[it], in0)"));
     CHECK(contains(source.substr(second_half), "(in0_held[it], in0)"));
     CHECK_FALSE(contains(source, "_raw["));
+  }
+}
+
+TEST_CASE(
+    "codegen: the finishing kernel spreads long rows over columns and short ones over groups") {
+  const auto program = lowered("layer_norm_backward");
+  struct Case {
+    std::int64_t n;
+    const char* shape;  // VEC, GROUPS and COLS (column vectors per CTA)
+    int columns_per_cta;
+  };
+  const Case cases[] = {
+      {7, "VEC = 1, GROUPS = 32, COLS = 8;", 8},           // not a multiple of 4: scalars
+      {12345, "VEC = 1, GROUPS = 4, COLS = 64;", 64},      // 12345 * 4 threads
+      {8192, "VEC = 4, GROUPS = 32, COLS = 8;", 32},       // 2048 vectors * 32 groups
+      {65536, "VEC = 4, GROUPS = 4, COLS = 64;", 256},     // 16384 vectors * 4 groups
+      {262144, "VEC = 4, GROUPS = 1, COLS = 256;", 1024},  // one thread per column vector
+  };
+  for (const auto& c : cases) {
+    CAPTURE(c.n);
+    const auto kernel = tilenorm::generate_cuda(
+        program, {DType::bf16, DType::bf16, c.n, config(256, 1, 8, RowStorage::global)});
+    REQUIRE(kernel.finish.has_value());
+    CHECK(kernel.finish->threads_per_block == 256);
+    CHECK(kernel.finish_columns_per_cta == c.columns_per_cta);
+    const std::string source = kernel.source.substr(kernel.source.find(kernel.finish->name + "("));
+    CHECK(contains(source, std::string("constexpr int ") + c.shape));
+    // Both column sums load in one loop; groups add up in shared memory only when there are some.
+    CHECK(contains(source, "tn::add_partials<VEC>(s"));
+    CHECK(contains(source, "row + 1 * tn_columns_floats);"));
+    CHECK(contains(source, "tn_sums[2][GROUPS][COLS * VEC]") == (c.n != 262144));
   }
 }
 
