@@ -357,7 +357,7 @@ namespace {
 // LayerNorm backward N = 262144, 250 us in all against 157 us for the main kernel alone in
 // Nsight Compute; with this shape 58.9% of the copy ceiling against 38.3%.)
 constexpr int kFinishThreads = 256;
-constexpr int kFinishMaxGroups = 32;
+constexpr int kFinishMaxGroups = kFinishThreads;
 constexpr std::int64_t kFinishLoaders = 65536;
 
 struct FinishShape {
@@ -1592,13 +1592,17 @@ class Emitter {
           out_ << "  tn::store_partials<VEC>(&tn_sums[" << i << "][group][col_in_cta * VEC], "
                << sums(columns[i]) << ");\n";
         }
-        out_ << "  __syncthreads();\n  if (group == 0) {\n"
-             << "    for (int g = 1; g < GROUPS; ++g) {\n";
+        // A tree over the groups (a fixed order too): log2(GROUPS) steps, not GROUPS - 1.
+        out_ << "  __syncthreads();\n"
+             << "  for (int half = GROUPS / 2; half > 0; half /= 2) {\n"
+             << "    if (group < half) {\n";
         for (std::size_t i = 0; i < columns.size(); ++i) {
+          const std::string slot = "&tn_sums[" + std::to_string(i) + "][group][col_in_cta * VEC]";
           out_ << "      tn::add_partials<VEC>(" << sums(columns[i]) << ", &tn_sums[" << i
-               << "][g][col_in_cta * VEC]);\n";
+               << "][group + half][col_in_cta * VEC]);\n"
+               << "      tn::store_partials<VEC>(" << slot << ", " << sums(columns[i]) << ");\n";
         }
-        out_ << "    }\n  }\n";
+        out_ << "    }\n    __syncthreads();\n  }\n";
       }
     }
     if (!scalars.empty()) out_ << "  __shared__ float tn_scalar[" << kFinishThreads << "];\n";

@@ -256,12 +256,12 @@ TEST_CASE("codegen: the parameter lists follow the slots, in the order the param
       REQUIRE(kernel.finish.has_value() == cross_row);
       if (kernel.finish) {
         CHECK(kernel.finish->name == kernel.name + "_finish");
-        // 256 threads: at N = 1000, four columns each, 32 row groups deep (32 columns per CTA).
+        // 256 threads: at N = 1000, four columns each, 256 row groups deep (4 columns per CTA).
         CHECK(kernel.finish->threads_per_block == 256);
-        CHECK(kernel.finish_columns_per_cta == 32);
+        CHECK(kernel.finish_columns_per_cta == 4);
         CHECK(contains(kernel.source, "extern \"C\" __global__ void __launch_bounds__(256)\n" +
                                           kernel.finish->name + "("));
-        CHECK(contains(kernel.source, "constexpr int VEC = 4, GROUPS = 32, COLS = 8;\n"));
+        CHECK(contains(kernel.source, "constexpr int VEC = 4, GROUPS = 256, COLS = 1;\n"));
         check_parameters(program.program, kernel.source, kernel.finish->name, kernel.finish->params,
                          cross_row, true, io, param);
       }
@@ -493,10 +493,12 @@ TEST_CASE(
     int columns_per_cta;
   };
   const Case cases[] = {
-      {7, "VEC = 1, GROUPS = 32, COLS = 8;", 8},           // not a multiple of 4: scalars
-      {12345, "VEC = 1, GROUPS = 4, COLS = 64;", 64},      // 12345 * 4 threads
-      {8192, "VEC = 4, GROUPS = 32, COLS = 8;", 32},       // 2048 vectors * 32 groups
-      {65536, "VEC = 4, GROUPS = 4, COLS = 64;", 256},     // 16384 vectors * 4 groups
+      {7, "VEC = 1, GROUPS = 256, COLS = 1;", 1},      // not a multiple of 4: scalars
+      {1000, "VEC = 4, GROUPS = 256, COLS = 1;", 4},   // 250 vectors * 256 groups
+      {4096, "VEC = 4, GROUPS = 64, COLS = 4;", 16},   // 1024 vectors * 64 groups
+      {8192, "VEC = 4, GROUPS = 32, COLS = 8;", 32},   // 2048 vectors * 32 groups
+      {12345, "VEC = 1, GROUPS = 4, COLS = 64;", 64},  // 12345 * 4 threads
+      {65536, "VEC = 4, GROUPS = 4, COLS = 64;", 256},
       {262144, "VEC = 4, GROUPS = 1, COLS = 256;", 1024},  // one thread per column vector
   };
   for (const auto& c : cases) {
@@ -512,6 +514,8 @@ TEST_CASE(
     CHECK(contains(source, "tn::add_partials<VEC>(s"));
     CHECK(contains(source, "row + 1 * tn_columns_floats);"));
     CHECK(contains(source, "tn_sums[2][GROUPS][COLS * VEC]") == (c.n != 262144));
+    // The groups' sums meet in a tree, log2(GROUPS) steps.
+    CHECK(contains(source, "for (int half = GROUPS / 2; half > 0; half /= 2)") == (c.n != 262144));
   }
 }
 
@@ -533,7 +537,6 @@ TEST_CASE("codegen: a CTA combines its row groups before writing partials when t
     CAPTURE(c.config.describe());
     const auto kernel = tilenorm::generate_cuda(program, {DType::bf16, DType::bf16, c.n, c.config});
     CHECK(kernel.partials_per_cta == c.partials_per_cta);
-    CHECK(kernel.finish_columns_per_cta == 32);
     // One row group's register sums go to shared memory as well, to be folded (see below).
     CHECK(contains(kernel.source, "tn_combine[RPC * N]") == (c.partials_per_cta == 1));
     CHECK(kernel.folds_partials == (c.partials_per_cta == 1));
