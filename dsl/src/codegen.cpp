@@ -374,6 +374,7 @@ FinishShape finish_shape(std::int64_t n) {
     shape.groups *= 2;
   return shape;
 }
+
 constexpr std::int64_t kCombineFloats = 8192;  // shared floats for combining a CTA's row groups
 
 // Prints the plan of a lowered program as CUDA C++: the main kernel and, for programs with
@@ -1570,7 +1571,7 @@ class Emitter {
          << "  const int c0 = (blockIdx.x * COLS + col_in_cta) * VEC;\n"
          << "  const long long tn_columns_floats = tn_partial_rows * N;\n";
     // Every column sum in one loop, so that their loads are in flight together; then the
-    // groups' sums are added in group order (a fixed order: the result is deterministic).
+    // groups' sums meet in a fixed tree (a fixed order: the result is deterministic).
     std::vector<NodeId> columns, scalars;
     for (NodeId r : lp_.cross_row_reductions)
       (ir::varies_along_row(g_.node(r).shape) ? columns : scalars).push_back(r);
@@ -1597,10 +1598,11 @@ class Emitter {
              << "  for (int half = GROUPS / 2; half > 0; half /= 2) {\n"
              << "    if (group < half) {\n";
         for (std::size_t i = 0; i < columns.size(); ++i) {
-          const std::string slot = "&tn_sums[" + std::to_string(i) + "][group][col_in_cta * VEC]";
-          out_ << "      tn::add_partials<VEC>(" << sums(columns[i]) << ", &tn_sums[" << i
-               << "][group + half][col_in_cta * VEC]);\n"
-               << "      tn::store_partials<VEC>(" << slot << ", " << sums(columns[i]) << ");\n";
+          const std::string sum = "&tn_sums[" + std::to_string(i) + "]";
+          out_ << "      tn::add_partials<VEC>(" << sums(columns[i]) << ", " << sum
+               << "[group + half][col_in_cta * VEC]);\n"
+               << "      tn::store_partials<VEC>(" << sum << "[group][col_in_cta * VEC], "
+               << sums(columns[i]) << ");\n";
         }
         out_ << "    }\n    __syncthreads();\n  }\n";
       }
