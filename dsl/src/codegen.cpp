@@ -454,9 +454,10 @@ class Emitter {
       GeneratedFunction finish;
       finish.name = k.name + "_finish";
       finish.threads_per_block = kFinishThreads;
-      emit_finish(finish);
+      const FinishShape shape = finish_shape(spec_.n);
+      emit_finish(finish, shape);
       k.finish = std::move(finish);
-      k.finish_columns_per_cta = finish_shape(spec_.n).columns();
+      k.finish_columns_per_cta = shape.columns();
     }
     k.source = out_.str();
     return k;
@@ -515,8 +516,14 @@ class Emitter {
   std::string chunk_in_row() const {
     return covers_row_exactly() ? "true" : "(it < FULL_ITERS || c0 < N)";
   }
-  std::string and_chunk_in_row() const {
-    return covers_row_exactly() ? "" : " && " + chunk_in_row();
+  // The raw chunk c0 of row input `s` from `row_pointer`, or zeros where `valid` (a condition)
+  // is false or the chunk lies past the row.
+  std::string raw_chunk_load(const ir::Slot& s, const std::string& row_pointer,
+                             const std::string& valid) const {
+    const std::string t = slot_type(s);
+    return valid + (covers_row_exactly() ? "" : " && " + chunk_in_row()) + " ? tn::fetch_chunk" +
+           (peel() ? "_peeled<" : "<") + t + ", VEC, N>(" + row_pointer + ", c0" + interior_arg() +
+           ") : tn::raw_zero<" + t + ", VEC>()";
   }
   // The trailing argument of a row chunk's load or store: for a peeled row, whether chunk `it`
   // is a whole vector inside the row for every thread (the first sweep holds the head).
@@ -824,9 +831,9 @@ class Emitter {
         out_ << "      tn::copy_chunk_async<" << t << ", VEC, N>(tn_stage" << i
              << " + it * TPR * RPC, fetch" << i << ", c0, fetch_valid);\n";
       } else {
-        out_ << "      in" << i << "_next[it] = fetch_valid" << and_chunk_in_row()
-             << " ? tn::fetch_chunk" << (peel() ? "_peeled<" : "<") << t << ", VEC, N>(fetch" << i
-             << ", c0" << interior_arg() << ") : tn::raw_zero<" << t << ", VEC>();\n";
+        out_ << "      in" << i
+             << "_next[it] = " << raw_chunk_load(s, "fetch" + std::to_string(i), "fetch_valid")
+             << ";\n";
       }
     }
     out_ << "    }\n  }\n";
@@ -995,10 +1002,8 @@ class Emitter {
       } else if (prefetching()) {
         out_ << "    in" << i << "_raw[it] = in" << i << "_next[it];\n";
       } else {
-        out_ << "    in" << i << "_raw[it] = row_valid" << and_chunk_in_row()
-             << " ? tn::fetch_chunk" << (peel() ? "_peeled<" : "<") << slot_type(s)
-             << ", VEC, N>(row" << i << ", c0" << interior_arg() << ") : tn::raw_zero<"
-             << slot_type(s) << ", VEC>();\n";
+        out_ << "    in" << i
+             << "_raw[it] = " << raw_chunk_load(s, "row" + std::to_string(i), "row_valid") << ";\n";
       }
     }
     out_ << "  }\n";
@@ -1543,7 +1548,7 @@ class Emitter {
 
   // ---- The finishing kernel: sums the partials in a fixed order, then computes and stores
   // the column and scalar outputs.
-  void emit_finish(GeneratedFunction& f) {
+  void emit_finish(GeneratedFunction& f, const FinishShape& shape) {
     ParamList params{f.params};
     for (std::size_t i = 0; i < p_.slots.size(); ++i) {
       const ir::Slot& s = p_.slots[i];
@@ -1559,7 +1564,6 @@ class Emitter {
     }
     params.add(ParamKind::workspace, -1, "const float* __restrict__ tn_workspace");
     params.add(ParamKind::partial_rows, -1, "long long tn_partial_rows");
-    const FinishShape shape = finish_shape(spec_.n);
     out_ << "\n";
     out_ << launch_bounds(f.threads_per_block, "");
     emit_signature(f.name, params);
