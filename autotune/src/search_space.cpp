@@ -226,12 +226,18 @@ std::optional<PrunedCandidate> prune(const Context& context, const KernelConfig&
                       " contiguous bytes per step, less than a 128-byte line");
   }
   const std::int64_t vectors_per_thread = ceil_div(vectors_per_row, row_threads);
-  // Rows too long for four vectors per thread on 16 CTAs of 512 threads may take eight.
+  // Rows too long for four vectors per thread on 16 CTAs of 512 threads may take eight, and so
+  // may the slices of 16-bit forwards that tile the row exactly (the heuristic's choice for
+  // long rows: see heuristic_config).
   const std::int64_t cluster_max_vectors =
       vectors_per_row > kMaxClusterCtas * kLongSliceThreads * kClusterVectorsPerThread
           ? 2 * kClusterVectorsPerThread
           : kClusterVectorsPerThread;
-  if (config.ctas_per_row > 1 && vectors_per_thread > cluster_max_vectors) {
+  const bool long_forward_slices = !persistent && config.vec == 8 &&
+                                   storage == RowStorage::prefetched &&
+                                   vectors_per_thread == 2 * kClusterVectorsPerThread &&
+                                   row_threads * vectors_per_thread == vectors_per_row;
+  if (config.ctas_per_row > 1 && vectors_per_thread > cluster_max_vectors && !long_forward_slices) {
     return pruned(PruneRule::needless_cluster,
                   std::to_string(vectors_per_thread) +
                       " vectors per thread in a cluster: a cluster is for short slices (at most " +

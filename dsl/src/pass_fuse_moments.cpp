@@ -99,8 +99,11 @@ ir::Program fuse_moments(const ir::Program& program) {
   // 2026-11-30), LayerNorm's recomputing backward in one phase with two co-moments ran 1-7
   // points of the copy ceiling slower than in two phases at N = 2048-262144. Those kernels
   // are held back by their column partial sums, not by the barrier the co-moment saves, and
-  // the co-moments' extra arithmetic and registers cost more than it. (Measured with the old
-  // finishing kernel, which took up to a third of the long rows' time; not re-measured since.)
+  // the co-moments' extra arithmetic and registers cost more than it. Re-measured with the
+  // seventeenth session's finishing kernel (eighteenth session, run 2, heuristic, M = 2^26 / N):
+  // bf16 slower at 11 of 12 N (4096 87.8 -> 82.1%, 8192 84.8 -> 78.7%, 131072 57.0 -> 50.3%;
+  // the cluster kernels take 165 registers against 128), fp32 mixed (5120 89.5 -> 94.6%,
+  // 32768 94.6 -> 88.2%).
   const auto reachable = program.reachable_nodes();
   if (std::any_of(reachable.begin(), reachable.end(), [&](NodeId id) {
         const Node& n = program.graph->node(id);

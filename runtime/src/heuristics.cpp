@@ -263,11 +263,36 @@ KernelConfig heuristic_config(const LoweredProgram& program, DType io_dtype, DTy
     // measured 52.1% of the copy ceiling against 41.6% re-read from L2 by one CTA of 1024
     // (LayerNorm bf16 N = 262144, M = 256; before, 36.5% against 43%). Slices of 1024 threads
     // measured below one CTA per row (27.0%), so longer ones still go there.
-    // Four vectors per thread, prefetched where the registers allow. A cluster whose slices
-    // need more than four vectors per thread is not worth it, and the row goes to one CTA below.
+    // Four vectors per thread, prefetched where the registers allow, but for the two long-slice
+    // rules next. A cluster whose slices need more than that is not worth it, and the row goes
+    // to one CTA below.
     // A cluster too large for its threads leaves its last CTAs without columns (which
     // config_problem refuses): then the next smaller cluster.
     constexpr std::int64_t per_thread = kClusterVectorsPerThread;
+    // A 16-bit forward whose slices tile the row exactly holds eight vectors per thread, on a
+    // cluster of 16 without co-moments and of 8 with them, twice the bytes in flight per thread
+    // (eighteenth session, run 2, the benchmark, bf16, M = 2^26 / N, % of the copy ceiling,
+    // against the four vectors below): RMSNorm N = 65536 on 16 x 64 threads 91.9 against 87.9,
+    // 131072 on 16 x 128 90.9 against 90.1, 262144 on 16 x 256 89.4 against 87.3; LayerNorm
+    // N = 32768 on 8 x 64 88.3 against 85.2, 65536 on 8 x 128 88.8 against 87.7, 262144 on
+    // 8 x 512 78.4 against 62.6 (a cluster of 16 CTAs of 512 threads, one per SM, fits 7 times,
+    // 112 SMs; one of 8 fits 16 times). Not LayerNorm's slices of 256 threads: at about 168
+    // registers one such CTA fits per SM, 8 warps (N = 131072 on 8 x 256: 70.7 against 86.8).
+    // fp32 rows were not measured.
+    if (cluster_forward && !peel_rows && vec == 8) {
+      constexpr std::int64_t per_thread_long = 2 * kClusterVectorsPerThread;
+      const int long_ctas = comoments ? kMaxClusterCtas / 2 : kMaxClusterCtas;
+      const std::int64_t threads = chunks / (long_ctas * per_thread_long);
+      const bool exact =
+          threads * long_ctas * per_thread_long == chunks && next_power_of_two(threads) == threads;
+      const bool one_narrow_cta_per_sm = comoments && threads == 256;
+      if (exact && threads >= kSmallForwardCta && threads <= kLongSliceThreads &&
+          !one_narrow_cta_per_sm) {
+        const KernelConfig config{static_cast<int>(threads), 1, vec,
+                                  static_cast<int>(RowStorage::prefetched), long_ctas};
+        if (fits(config)) return config;
+      }
+    }
     // A forward whose slices on a cluster of 16 would take more than 512 threads of four
     // vectors (fp32 N = 262144: 4096 vectors) takes 512 threads of eight, prefetched (fifteenth
     // session, run 2, the benchmark, M = 256: RMSNorm 91.3% of the copy ceiling against 52.0% on

@@ -1022,14 +1022,14 @@ TEST_CASE("codegen: with clusters, the heuristic splits long rows") {
   CHECK(heuristic_spec(lowered("layer_norm_backward"), DType::bf16, 20000).config.ctas_per_row ==
         8);
   // A one-phase forward splits rows and prefetches: RMSNorm past 4096 vectors over a cluster
-  // of 16, LayerNorm (whose co-moment combines four floats) from 4096 vectors into slices of
-  // <= 512; four vectors per thread; a two-phase one keeps one CTA per row.
+  // of 16, LayerNorm (whose co-moment combines four floats) from 4096 vectors over one of 8;
+  // 16-bit rows eight vectors per thread; a two-phase one keeps one CTA per row.
   for (const char* name : {"rms_norm", "layer_norm"}) {
     CAPTURE(name);
     const bool rms = std::string(name) == "rms_norm";
     const KernelConfig split = heuristic_spec(lowered(name), DType::bf16, 65536).config;
-    CHECK(split.ctas_per_row == 16);
-    CHECK(split.threads_per_row == 128);
+    CHECK(split.ctas_per_row == (rms ? 16 : 8));
+    CHECK(split.threads_per_row == (rms ? 64 : 128));
     CHECK(static_cast<RowStorage>(split.row_storage) == RowStorage::prefetched);
     const KernelConfig at_32768 = heuristic_spec(lowered(name), DType::bf16, 32768).config;
     CHECK(at_32768.ctas_per_row == (rms ? 1 : 8));
@@ -1095,24 +1095,49 @@ TEST_CASE(
             .config.threads_per_row == 64);
 }
 
-TEST_CASE("codegen: LayerNorm's forward takes clusters up to slices of 512 threads") {
-  // The co-moment (LayerNorm's one-phase variance) favours slices of 128 threads, four vectors
-  // each; where a cluster of 16 such slices is too small the slices take up to 512 threads
-  // (bf16 N = 262144: 52.1% of the copy ceiling against 41.6% on one CTA), and past that the
-  // row stays on one CTA (1024-thread slices measured 27.0%).
-  auto forward = [](DType dtype, std::int64_t n) {
-    return heuristic_spec(lowered("layer_norm"), dtype, n).config;
+TEST_CASE("codegen: 16-bit forwards keep eight vectors per thread on clusters, where measured") {
+  // Slices of eight vectors per thread that tile the row exactly: RMSNorm on a cluster of 16,
+  // LayerNorm (whose co-moment favours fewer threads) on a cluster of 8, but for LayerNorm's
+  // slices of 256 threads, which keep 16 CTAs of four vectors (one 256-thread CTA of eight fits
+  // per SM). Rows that the slices do not tile, misaligned rows and fp32 rows keep four.
+  auto forward = [](const char* name, DType dtype, std::int64_t n, bool peel = false) {
+    return tilenorm::heuristic_config(lowered(name), dtype, dtype, n,
+                                      tilenorm::DeviceLimits::hopper(), 0, peel);
   };
-  const KernelConfig n65536 = forward(DType::bf16, 65536);
-  CHECK(n65536.ctas_per_row == 16);
-  CHECK(n65536.threads_per_row == 128);
-  const KernelConfig n131072 = forward(DType::bf16, 131072);
+  struct Expected {
+    const char* kernel;
+    std::int64_t n;
+    int ctas;
+    int threads;
+  };
+  for (const Expected& e :
+       {Expected{"rms_norm", 65536, 16, 64}, Expected{"rms_norm", 131072, 16, 128},
+        Expected{"rms_norm", 262144, 16, 256}, Expected{"layer_norm", 32768, 8, 64},
+        Expected{"layer_norm", 65536, 8, 128}, Expected{"layer_norm", 262144, 8, 512}}) {
+    CAPTURE(e.kernel);
+    CAPTURE(e.n);
+    const KernelConfig config = forward(e.kernel, DType::bf16, e.n);
+    CHECK(config.ctas_per_row == e.ctas);
+    CHECK(config.threads_per_row == e.threads);
+    CHECK(static_cast<RowStorage>(config.row_storage) == RowStorage::prefetched);
+    CHECK(std::int64_t{config.threads_per_row} * 8 * config.vec * config.ctas_per_row == e.n);
+  }
+  const KernelConfig n131072 = forward("layer_norm", DType::bf16, 131072);
   CHECK(n131072.ctas_per_row == 16);
   CHECK(n131072.threads_per_row == 256);
-  const KernelConfig n262144 = forward(DType::bf16, 262144);
-  CHECK(n262144.ctas_per_row == 16);
-  CHECK(n262144.threads_per_row == 512);
-  CHECK(static_cast<RowStorage>(n262144.row_storage) == RowStorage::prefetched);
+  CHECK(std::int64_t{n131072.threads_per_row} * 4 * n131072.vec * n131072.ctas_per_row == 131072);
+  for (const char* name : {"layer_norm", "rms_norm"}) {
+    CAPTURE(name);
+    const KernelConfig f32 = forward(name, DType::f32, 65536);
+    CHECK(std::int64_t{f32.threads_per_row} * 4 * f32.vec * f32.ctas_per_row == 65536);
+    const KernelConfig ragged = forward(name, DType::bf16, 49152);
+    CHECK(ragged.ctas_per_row > 1);
+    CHECK(std::int64_t{ragged.threads_per_row} * 8 * ragged.vec * ragged.ctas_per_row != 49152);
+    CHECK_FALSE(forward(name, DType::bf16, 65536, true) == forward(name, DType::bf16, 65536));
+  }
+}
+
+TEST_CASE("codegen: fp32 forwards too long for four vectors per thread on 16 x 512 take eight") {
   // A row too long for four vectors per thread on 16 x 512 threads (fp32 N = 262144) takes
   // eight; longer ones stay on one CTA.
   for (const char* name : {"layer_norm", "rms_norm"}) {

@@ -24,8 +24,9 @@ using tilenorm::RowStorage;
 
 // Each shape's candidates compile in well under a second each; this keeps a full tune of one
 // (kernel, dtype, N) within the budget in docs/autotuning.md. (Clusters add a knob: long rows
-// search cluster sizes beside the one-CTA shapes.)
-constexpr std::size_t kMaxCandidatesPerShape = 32;
+// search cluster sizes beside the one-CTA shapes, and 16-bit ones eight vectors per thread
+// beside four: 34 at N = 32768.)
+constexpr std::size_t kMaxCandidatesPerShape = 34;
 // A backward reads two row tensors, so fewer configurations are dominated, and a persistent one
 // also searches prefetched rows beside rows in registers.
 constexpr std::size_t kMaxCandidatesPerBackwardShape = 40;
@@ -227,11 +228,23 @@ TEST_CASE("search space: each pruning rule reports its reason") {
       tilenorm::build_search_space(lowered("rms_norm"), DType::f32, DType::f32, 262144, limits);
   CHECK(std::any_of(f32_262144.begin(), f32_262144.end(),
                     [&](const auto& c) { return c.config == eight_per_thread; }));
+  // A 16-bit forward's prefetched slices of eight vectors per thread that tile the row exactly
+  // may (the heuristic's choice); a backward's may not, nor pipelined ones.
   tilenorm::KernelConfig short_eight = config(128, 1, 8, RowStorage::prefetched);
   short_eight.ctas_per_row = 16;
-  const auto bf16_131072 =
+  const auto forward_131072 =
+      tilenorm::build_search_space(lowered("rms_norm"), DType::bf16, DType::bf16, 131072, limits);
+  CHECK(std::any_of(forward_131072.begin(), forward_131072.end(),
+                    [&](const auto& c) { return c.config == short_eight; }));
+  const auto backward_131072 = tilenorm::explore_search_space(
+      lowered("rms_norm_backward"), DType::bf16, DType::bf16, 131072, limits);
+  expect(pruned_entry(backward_131072, short_eight), PruneRule::needless_cluster,
+         "8 vectors per thread in a cluster: a cluster is for short slices (at most 4 per thread)");
+  tilenorm::KernelConfig pipelined_eight = short_eight;
+  pipelined_eight.row_storage = static_cast<int>(RowStorage::pipelined);
+  const auto explored_131072 =
       tilenorm::explore_search_space(lowered("rms_norm"), DType::bf16, DType::bf16, 131072, limits);
-  expect(pruned_entry(bf16_131072, short_eight), PruneRule::needless_cluster,
+  expect(pruned_entry(explored_131072, pipelined_eight), PruneRule::needless_cluster,
          "8 vectors per thread in a cluster: a cluster is for short slices (at most 4 per thread)");
 
   // A backward that sums across rows peels only rows of 256 vectors and more (peels_rows):
