@@ -227,13 +227,13 @@ std::optional<PrunedCandidate> prune(const Context& context, const KernelConfig&
   }
   const std::int64_t vectors_per_thread = ceil_div(vectors_per_row, row_threads);
   // Rows too long for four vectors per thread on 16 CTAs of 512 threads may take eight, and so
-  // may the slices of 16-bit forwards that tile the row exactly (the heuristic's choice for
-  // long rows: see heuristic_config).
+  // may a forward's prefetched slices of full 16-byte vectors that tile the row exactly (the
+  // heuristic's choice for long rows: see heuristic_config).
   const std::int64_t cluster_max_vectors =
       vectors_per_row > kMaxClusterCtas * kLongSliceThreads * kClusterVectorsPerThread
           ? 2 * kClusterVectorsPerThread
           : kClusterVectorsPerThread;
-  const bool long_forward_slices = !persistent && config.vec == 8 &&
+  const bool long_forward_slices = !persistent && config.vec * element_bytes == 16 &&
                                    storage == RowStorage::prefetched &&
                                    vectors_per_thread == 2 * kClusterVectorsPerThread &&
                                    row_threads * vectors_per_thread == vectors_per_row;

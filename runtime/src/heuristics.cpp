@@ -269,23 +269,31 @@ KernelConfig heuristic_config(const LoweredProgram& program, DType io_dtype, DTy
     // A cluster too large for its threads leaves its last CTAs without columns (which
     // config_problem refuses): then the next smaller cluster.
     constexpr std::int64_t per_thread = kClusterVectorsPerThread;
-    // A 16-bit forward whose slices tile the row exactly holds eight vectors per thread, on a
-    // cluster of 16 without co-moments and of 8 with them, twice the bytes in flight per thread
-    // (eighteenth session, run 2, the benchmark, bf16, M = 2^26 / N, % of the copy ceiling,
-    // against the four vectors below): RMSNorm N = 65536 on 16 x 64 threads 91.9 against 87.9,
-    // 131072 on 16 x 128 90.9 against 90.1, 262144 on 16 x 256 89.4 against 87.3; LayerNorm
-    // N = 32768 on 8 x 64 88.3 against 85.2, 65536 on 8 x 128 88.8 against 87.7, 262144 on
-    // 8 x 512 78.4 against 62.6 (a cluster of 16 CTAs of 512 threads, one per SM, fits 7 times,
-    // 112 SMs; one of 8 fits 16 times). Not LayerNorm's slices of 256 threads: at about 168
-    // registers one such CTA fits per SM, 8 warps (N = 131072 on 8 x 256: 70.7 against 86.8).
-    // fp32 rows were not measured.
-    if (cluster_forward && !peel_rows && vec == 8) {
+    // A forward whose slices tile the row exactly holds eight full vectors per thread, on a
+    // cluster of 16 without co-moments and of 8 with them: twice the bytes in flight per thread
+    // (eighteenth session, runs 2-3, the benchmark, M = 2^26 / N, % of the copy ceiling, against
+    // four vectors per thread below):
+    // - bf16 LayerNorm N = 32768 on 8 x 64 threads 88.3 / 88.5 against 85.2 / 85.5, 65536 on
+    //   8 x 128 88.8 / 88.9 against 87.7 / 87.9, 262144 on 8 x 512 78.4 / 78.6 against
+    //   62.6 / 62.1 (16 CTAs of 512 threads, one per SM, fit 7 times on the H200's 132 SMs, 8
+    //   of them 16 times);
+    // - bf16 RMSNorm N = 131072 on 16 x 128 90.9 / 91.0 against 90.1 / 90.4, 262144 on
+    //   16 x 256 89.4 / 90.0 against 87.3 / 88.5; 65536 on 16 x 64 undecided (91.9 against 87.9
+    //   in run 2, 89.3 against 91.6 in run 3);
+    // - fp32 LayerNorm (run 3) N = 16384 on 8 x 64 90.0 against 88.2, 32768 on 8 x 128 90.2
+    //   against 87.9, 65536 on 8 x 256 92.3 against 88.6, 131072 on 8 x 512 86.3 against 81.0;
+    //   RMSNorm N = 32768 on 16 x 64 92.1 against 91.4, 65536 on 16 x 128 91.8 against 90.5,
+    //   131072 on 16 x 256 93.1 against 93.4.
+    // Not 16-bit LayerNorm's slices of 256 threads: at about 168 registers one such CTA fits
+    // per SM, 8 warps (bf16 N = 131072 on 8 x 256: 70.7 against 86.8).
+    const bool full_vectors = vec * static_cast<int>(dtype_size(io_dtype)) == 16;
+    if (cluster_forward && !peel_rows && full_vectors) {
       constexpr std::int64_t per_thread_long = 2 * kClusterVectorsPerThread;
       const int long_ctas = comoments ? kMaxClusterCtas / 2 : kMaxClusterCtas;
       const std::int64_t threads = chunks / (long_ctas * per_thread_long);
       const bool exact =
           threads * long_ctas * per_thread_long == chunks && next_power_of_two(threads) == threads;
-      const bool one_narrow_cta_per_sm = comoments && threads == 256;
+      const bool one_narrow_cta_per_sm = comoments && vec == 8 && threads == 256;
       if (exact && threads >= kSmallForwardCta && threads <= kLongSliceThreads &&
           !one_narrow_cta_per_sm) {
         const KernelConfig config{static_cast<int>(threads), 1, vec,

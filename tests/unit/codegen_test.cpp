@@ -1095,45 +1095,58 @@ TEST_CASE(
             .config.threads_per_row == 64);
 }
 
-TEST_CASE("codegen: 16-bit forwards keep eight vectors per thread on clusters, where measured") {
-  // Slices of eight vectors per thread that tile the row exactly: RMSNorm on a cluster of 16,
-  // LayerNorm (whose co-moment favours fewer threads) on a cluster of 8, but for LayerNorm's
-  // slices of 256 threads, which keep 16 CTAs of four vectors (one 256-thread CTA of eight fits
-  // per SM). Rows that the slices do not tile, misaligned rows and fp32 rows keep four.
-  auto forward = [](const char* name, DType dtype, std::int64_t n, bool peel = false) {
-    return tilenorm::heuristic_config(lowered(name), dtype, dtype, n,
+TEST_CASE("codegen: forwards keep eight vectors per thread on clusters, where measured") {
+  // Slices of eight full vectors per thread that tile the row exactly: RMSNorm on a cluster of
+  // 16, LayerNorm (whose co-moment favours fewer threads) on a cluster of 8, but for 16-bit
+  // LayerNorm's slices of 256 threads, which keep 16 CTAs of four vectors (one 256-thread CTA
+  // of eight fits per SM). Rows that the slices do not tile, misaligned rows, and 16-bit rows
+  // with fp32 parameters (half vectors) keep four.
+  auto forward = [](const char* name, DType dtype, DType param, std::int64_t n, bool peel) {
+    return tilenorm::heuristic_config(lowered(name), dtype, param, n,
                                       tilenorm::DeviceLimits::hopper(), 0, peel);
   };
   struct Expected {
     const char* kernel;
+    DType dtype;
     std::int64_t n;
     int ctas;
     int threads;
   };
-  for (const Expected& e :
-       {Expected{"rms_norm", 65536, 16, 64}, Expected{"rms_norm", 131072, 16, 128},
-        Expected{"rms_norm", 262144, 16, 256}, Expected{"layer_norm", 32768, 8, 64},
-        Expected{"layer_norm", 65536, 8, 128}, Expected{"layer_norm", 262144, 8, 512}}) {
+  for (const Expected& e : {Expected{"rms_norm", DType::bf16, 65536, 16, 64},
+                            Expected{"rms_norm", DType::bf16, 131072, 16, 128},
+                            Expected{"rms_norm", DType::bf16, 262144, 16, 256},
+                            Expected{"layer_norm", DType::bf16, 32768, 8, 64},
+                            Expected{"layer_norm", DType::bf16, 65536, 8, 128},
+                            Expected{"layer_norm", DType::bf16, 262144, 8, 512},
+                            Expected{"rms_norm", DType::f32, 65536, 16, 128},
+                            Expected{"layer_norm", DType::f32, 16384, 8, 64},
+                            Expected{"layer_norm", DType::f32, 65536, 8, 256},
+                            Expected{"layer_norm", DType::f32, 131072, 8, 512}}) {
     CAPTURE(e.kernel);
+    CAPTURE(tilenorm::dtype_name(e.dtype));
     CAPTURE(e.n);
-    const KernelConfig config = forward(e.kernel, DType::bf16, e.n);
+    const KernelConfig config = forward(e.kernel, e.dtype, e.dtype, e.n, false);
     CHECK(config.ctas_per_row == e.ctas);
     CHECK(config.threads_per_row == e.threads);
     CHECK(static_cast<RowStorage>(config.row_storage) == RowStorage::prefetched);
     CHECK(std::int64_t{config.threads_per_row} * 8 * config.vec * config.ctas_per_row == e.n);
   }
-  const KernelConfig n131072 = forward("layer_norm", DType::bf16, 131072);
+  const KernelConfig n131072 = forward("layer_norm", DType::bf16, DType::bf16, 131072, false);
   CHECK(n131072.ctas_per_row == 16);
   CHECK(n131072.threads_per_row == 256);
   CHECK(std::int64_t{n131072.threads_per_row} * 4 * n131072.vec * n131072.ctas_per_row == 131072);
   for (const char* name : {"layer_norm", "rms_norm"}) {
     CAPTURE(name);
-    const KernelConfig f32 = forward(name, DType::f32, 65536);
-    CHECK(std::int64_t{f32.threads_per_row} * 4 * f32.vec * f32.ctas_per_row == 65536);
-    const KernelConfig ragged = forward(name, DType::bf16, 49152);
+    const KernelConfig ragged = forward(name, DType::bf16, DType::bf16, 49152, false);
     CHECK(ragged.ctas_per_row > 1);
     CHECK(std::int64_t{ragged.threads_per_row} * 8 * ragged.vec * ragged.ctas_per_row != 49152);
-    CHECK_FALSE(forward(name, DType::bf16, 65536, true) == forward(name, DType::bf16, 65536));
+    CHECK_FALSE(forward(name, DType::bf16, DType::bf16, 65536, true) ==
+                forward(name, DType::bf16, DType::bf16, 65536, false));
+    const KernelConfig half_vectors = forward(name, DType::bf16, DType::f32, 65536, false);
+    CHECK(half_vectors.vec == 4);
+    CHECK(std::int64_t{half_vectors.threads_per_row} * 4 * half_vectors.vec *
+              half_vectors.ctas_per_row ==
+          65536);
   }
 }
 
