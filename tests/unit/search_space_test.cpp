@@ -24,8 +24,8 @@ using tilenorm::RowStorage;
 
 // Each shape's candidates compile in well under a second each; this keeps a full tune of one
 // (kernel, dtype, N) within the budget in docs/autotuning.md. (Clusters add a knob: long rows
-// search cluster sizes beside the one-CTA shapes, and 16-bit ones eight vectors per thread
-// beside four: 34 at N = 32768.)
+// search cluster sizes beside the one-CTA shapes, and forwards' slices of eight vectors per
+// thread beside four: 34 at bf16 N = 32768.)
 constexpr std::size_t kMaxCandidatesPerShape = 34;
 // A backward reads two row tensors, so fewer configurations are dominated, and a persistent one
 // also searches prefetched rows beside rows in registers.
