@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "four_reductions.hpp"
 #include "tilenorm/autotune/cli11.hpp"
 #include "tilenorm/dsl/codegen.hpp"
 #include "tilenorm/dsl/error.hpp"
@@ -125,6 +126,12 @@ struct Options {
   std::int64_t stride_for(const Shape& shape) const { return row_stride ? row_stride : shape.n; }
 };
 
+// Programs timed beside the built-in kernels (from examples/), forward only.
+std::optional<tn::ir::Program> bench_program(const std::string& op) {
+  if (op == "four_reductions") return four_reductions();
+  return std::nullopt;
+}
+
 // The program a pass times: the forward, or its derived backward (statistics read back, or
 // recomputed from x).
 std::string program_for(const std::string& op, const std::string& pass) {
@@ -174,7 +181,8 @@ Options parse_options(const std::vector<std::string>& args) {
   auto* ops_option =
       cli::add_value(app, "--ops", ops,
                      "built-in kernels to time (default layer_norm,rms_norm: the weight + bias "
-                     "LayerNorm and the weight RMSNorm)",
+                     "LayerNorm and the weight RMSNorm), and four_reductions (forward only: "
+                     "mean, mean of squares, max and min of x in one reduction phase)",
                      "LIST");
   auto* pass_option = cli::add_value(
       app, "--pass", passes,
@@ -228,6 +236,15 @@ Options parse_options(const std::vector<std::string>& args) {
     }
   }
   for (const std::string& op : options.ops) {
+    if (bench_program(op)) {
+      for (const std::string& pass : options.passes) {
+        if (pass != "forward") {
+          throw tn::UsageError("--ops '" + op + "' is timed forward only, not " + pass +
+                               " (give --pass forward)");
+        }
+      }
+      continue;
+    }
     cli::parse_kernel_name("--ops", op);
     for (const std::string& pass : options.passes) {
       try {
@@ -990,7 +1007,10 @@ int run(const Options& options) {
   std::vector<ShapeResult> rows;
   for (const std::string& pass : options.passes) {
     for (const std::string& op : options.ops) {
-      const tn::Norm& norm = tn::kernels::builtin(runtime, program_for(op, pass));
+      std::optional<tn::Norm> loaded;
+      if (auto program = bench_program(op)) loaded.emplace(runtime.load(*program));
+      const tn::Norm& norm =
+          loaded ? *loaded : tn::kernels::builtin(runtime, program_for(op, pass));
       for (const Shape& shape : options.shapes) {
         RowBench bench(norm, op, pass, shape, options, input_bytes,
                        static_cast<std::size_t>(info.l2_bytes));

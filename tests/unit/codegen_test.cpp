@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "four_reductions.hpp"
 #include "tilenorm/dsl/autodiff.hpp"
 #include "tilenorm/dsl/error.hpp"
 #include "tilenorm/dsl/language.hpp"
@@ -1340,6 +1341,25 @@ bool nvrtc_supports(const std::string& arch) {
 }
 
 }  // namespace
+
+TEST_CASE("codegen: the four-reduction example keeps its reductions in one phase and compiles") {
+  // tilenorm-bench --ops four_reductions times it: mean, mean of squares, max and min of x,
+  // four accumulators reduced together.
+  const LoweredProgram program = tilenorm::lower(four_reductions());
+  REQUIRE(program.reduction_phases.size() == 1u);
+  CHECK(program.reduction_phases[0].size() == 4u);
+  const std::pair<DType, std::int64_t> shapes[] = {
+      {DType::bf16, 4096}, {DType::bf16, 65536}, {DType::f32, 1000}, {DType::bf16, 4097}};
+  for (const auto& [dtype, n] : shapes) {
+    CAPTURE(tilenorm::dtype_name(dtype));
+    CAPTURE(n);
+    const KernelSpec spec = heuristic_spec(program, dtype, n);
+    const tilenorm::BuiltKernel built = tilenorm::build_kernel(program, spec, "sm_90", false);
+    CHECK(built.registers > 0);
+    CHECK_FALSE(built.cubin.empty());
+    CHECK(built.spill_bytes == 0);
+  }
+}
 
 TEST_CASE("codegen: every built-in kernel, forward and backward, compiles for sm_90") {
   std::vector<CompileJob> jobs;
