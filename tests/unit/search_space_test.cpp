@@ -43,6 +43,12 @@ KernelConfig config(int threads_per_row, int rows_per_cta, int vec, RowStorage s
   return {threads_per_row, rows_per_cta, vec, static_cast<int>(storage), 1};
 }
 
+// Whether `wanted` is among the candidates that survived pruning.
+bool survives(const std::vector<tilenorm::Candidate>& candidates, const KernelConfig& wanted) {
+  return std::any_of(candidates.begin(), candidates.end(),
+                     [&](const tilenorm::Candidate& c) { return c.config == wanted; });
+}
+
 // The pruned entry for `wanted`; fails the test when `wanted` survived or was never enumerated.
 tilenorm::PrunedCandidate pruned_entry(const tilenorm::SearchSpace& space,
                                        const KernelConfig& wanted) {
@@ -127,8 +133,7 @@ TEST_CASE("search space: every built-in kernel gets a small, valid space for eve
         CHECK(candidates.size() <=
               (backward ? kMaxCandidatesPerBackwardShape : kMaxCandidatesPerShape));
         const KernelConfig heuristic = tilenorm::heuristic_config(program, dtype, dtype, n, limits);
-        CHECK(std::any_of(candidates.begin(), candidates.end(),
-                          [&](const tilenorm::Candidate& c) { return c.config == heuristic; }));
+        CHECK(survives(candidates, heuristic));
         for (const auto& candidate : candidates) {
           const tilenorm::KernelSpec spec{dtype, dtype, n, candidate.config};
           CHECK_FALSE(tilenorm::config_problem(program, spec).has_value());
@@ -226,25 +231,21 @@ TEST_CASE("search space: each pruning rule reports its reason") {
   eight_per_thread.ctas_per_row = 16;
   const auto f32_262144 =
       tilenorm::build_search_space(lowered("rms_norm"), DType::f32, DType::f32, 262144, limits);
-  CHECK(std::any_of(f32_262144.begin(), f32_262144.end(),
-                    [&](const auto& c) { return c.config == eight_per_thread; }));
+  CHECK(survives(f32_262144, eight_per_thread));
   // A 16-bit forward's prefetched slices of eight vectors per thread that tile the row exactly
   // may (the heuristic's choice); a backward's may not, nor pipelined ones.
   tilenorm::KernelConfig short_eight = config(128, 1, 8, RowStorage::prefetched);
   short_eight.ctas_per_row = 16;
   const auto forward_131072 =
-      tilenorm::build_search_space(lowered("rms_norm"), DType::bf16, DType::bf16, 131072, limits);
-  CHECK(std::any_of(forward_131072.begin(), forward_131072.end(),
-                    [&](const auto& c) { return c.config == short_eight; }));
+      tilenorm::explore_search_space(lowered("rms_norm"), DType::bf16, DType::bf16, 131072, limits);
+  CHECK(survives(forward_131072.candidates, short_eight));
   const auto backward_131072 = tilenorm::explore_search_space(
       lowered("rms_norm_backward"), DType::bf16, DType::bf16, 131072, limits);
   expect(pruned_entry(backward_131072, short_eight), PruneRule::needless_cluster,
          "8 vectors per thread in a cluster: a cluster is for short slices (at most 4 per thread)");
   tilenorm::KernelConfig pipelined_eight = short_eight;
   pipelined_eight.row_storage = static_cast<int>(RowStorage::pipelined);
-  const auto explored_131072 =
-      tilenorm::explore_search_space(lowered("rms_norm"), DType::bf16, DType::bf16, 131072, limits);
-  expect(pruned_entry(explored_131072, pipelined_eight), PruneRule::needless_cluster,
+  expect(pruned_entry(forward_131072, pipelined_eight), PruneRule::needless_cluster,
          "8 vectors per thread in a cluster: a cluster is for short slices (at most 4 per thread)");
 
   // A backward that sums across rows peels only rows of 256 vectors and more (peels_rows):
