@@ -218,13 +218,11 @@ void make_current(CUcontext context) {
 
 ScopedContext::ScopedContext(CUcontext context) {
   check(api().cuCtxGetCurrent(&previous_), "cuCtxGetCurrent");
-  if (previous_ == context) return;
   make_current(context);
-  switched_ = true;
 }
 
 ScopedContext::~ScopedContext() {
-  if (switched_) loaded_api().cuCtxSetCurrent(previous_);
+  loaded_api().cuCtxSetCurrent(previous_);
 }
 
 DeviceBuffer::DeviceBuffer(std::size_t bytes) : bytes_(bytes) {

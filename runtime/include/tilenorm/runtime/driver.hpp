@@ -132,8 +132,6 @@ CUcontext primary_context(int ordinal = 0);
 void make_current(CUcontext context);
 
 // Makes a context current for the calling thread and restores the previous one on destruction.
-// Where it is current already (every launch after the first from a thread), neither is done:
-// one driver call per scope instead of three.
 class ScopedContext {
  public:
   explicit ScopedContext(CUcontext context);
@@ -143,7 +141,6 @@ class ScopedContext {
 
  private:
   CUcontext previous_ = nullptr;
-  bool switched_ = false;
 };
 
 // Device memory from cuMemAlloc. Needs a current context for its whole lifetime.
