@@ -47,7 +47,9 @@ LoweredProgram lower(const ir::Program& program) {
   if (dumping) dump("factor_reductions", factored.to_string());
   ir::Program fused = passes::cse(passes::fuse_moments(factored));
   if (dumping) dump("fuse_moments", fused.to_string());
-  LoweredProgram lowered = passes::schedule_reductions(fused);
+  ir::Program hoisted = passes::cse(passes::hoist_reciprocals(fused));
+  if (dumping) dump("hoist_reciprocals", hoisted.to_string());
+  LoweredProgram lowered = passes::schedule_reductions(hoisted);
   if (dumping) dump("schedule_reductions", lowered.to_string());
   return lowered;
 }

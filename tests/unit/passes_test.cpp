@@ -145,7 +145,12 @@ tilenorm::LoweredProgram lower_checking_every_pass(const ir::Program& program) {
     INFO("after fuse_moments:\n", fused.to_string());
     check_same_results(program, expected, interpret_on_random_inputs(fused));
   }
-  tilenorm::LoweredProgram lowered = passes::schedule_reductions(fused);
+  const ir::Program hoisted = passes::cse(passes::hoist_reciprocals(fused));
+  {
+    INFO("after hoist_reciprocals:\n", hoisted.to_string());
+    check_same_results(program, expected, interpret_on_random_inputs(hoisted));
+  }
+  tilenorm::LoweredProgram lowered = passes::schedule_reductions(hoisted);
   {
     INFO("after schedule_reductions:\n", lowered.to_string());
     check_same_results(program, expected, interpret_on_random_inputs(lowered.program));
@@ -1019,7 +1024,7 @@ TEST_CASE("lower: TILENORM_DUMP_IR=1 prints the IR after every pass") {
   }
   std::size_t position = 0;
   for (const char* pass : {"front end", "verify", "simplify", "cse", "factor_reductions",
-                           "fuse_moments", "schedule_reductions"}) {
+                           "fuse_moments", "hoist_reciprocals", "schedule_reductions"}) {
     CAPTURE(pass);
     const auto header = "=== tilenorm IR after " + std::string(pass) + " ===\n";
     const auto found = text.find(header, position);
@@ -1051,4 +1056,24 @@ TEST_CASE("lower: LoweredProgram::to_string lists the phases with the listing's 
   const std::string backward_text = backward.to_string();
   CHECK(backward_text.find("  %21 = sum<across_rows> %5  : Column\n") != std::string::npos);
   CHECK(backward_text.ends_with("  reduction phase 0: %13\n  cross-row reductions: %21\n"));
+}
+
+TEST_CASE("hoist_reciprocals: t / r becomes t * (1 / r), once per row, and nothing else") {
+  const auto program = dsl::make_program("divided", [](auto& p) {
+    auto x = p.input("x");
+    auto w = p.column("w");
+    auto s = p.scalar("s");
+    auto range = max(x) - min(x);
+    p.save("per_row", sum(x) / range);
+    p.output("y", x / range + w / s + x / w + x / constant(x, 3.0));
+  });
+  const auto lowered = lower_checking_every_pass(program);
+  // A row-varying value over a row-constant one (a row scalar, a scalar or a constant) is
+  // multiplied by the reciprocal; a row scalar over a row scalar and anything over a column
+  // are left alone.
+  CHECK(output_expression(lowered.program) ==
+        "add(add(add(mul(div(1, s), w), mul(div(1, sub(max_reduce(x), min_reduce(x))), x)), "
+        "div(x, w)), mul(div(1, 3), x))");
+  CHECK(slot_expression(lowered.program, "per_row") ==
+        "div(sum(x), sub(max_reduce(x), min_reduce(x)))");
 }

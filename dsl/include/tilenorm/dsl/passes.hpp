@@ -1,7 +1,7 @@
 #pragma once
 // The lowering pipeline, one pass per file, always run in this order:
 //   verify -> simplify (constant folding) -> cse -> factor_reductions -> fuse_moments
-//   -> schedule_reductions
+//   -> hoist_reciprocals -> schedule_reductions
 // Autodiff (autodiff.hpp) runs before it and produces an ordinary program. Setting
 // TILENORM_DUMP_IR=1 prints the IR after each pass to stderr.
 #include <string>
@@ -48,6 +48,10 @@ ir::Program factor_reductions(const ir::Program& program);
 // statistics then take one phase, like RMSNorm's. Programs that sum across rows (backwards)
 // are left as they are: there the co-moment measured slower than the second phase.
 ir::Program fuse_moments(const ir::Program& program);
+// Turns divisions of row-varying values by row-constant ones, t / r, into t * (1 / r), so the
+// division runs once per row instead of once per element. After factor_reductions, whose
+// sum(t / r) = sum(t) / r it would otherwise obscure.
+ir::Program hoist_reciprocals(const ir::Program& program);
 // Groups independent reductions into phases.
 LoweredProgram schedule_reductions(const ir::Program& program);
 
