@@ -219,8 +219,13 @@ KernelConfig heuristic_config(const LoweredProgram& program, DType io_dtype, DTy
   // shared memory once, not per row (thirteenth session, tilenorm-tune --show-candidates, bf16
   // N = 12345, M = 5436: RMSNorm on 2 x 256 threads, prefetched, 77.4% of the copy ceiling
   // against 62.5% on one CTA of 256 threads; LayerNorm 60.5% against 48.4%).
-  const bool peeled_cluster_forward =
-      !persistent && single_phase && peel_rows && chunks > kLongRowVectors;
+  // Not for 32-bit rows, whose peeled chunks ran faster on one CTA per row, in registers
+  // (nineteenth session, run 1, tilenorm-tune --show-candidates, fp32, M = 2^26 / N: N = 4097
+  // LayerNorm at 128 threads 88.9% against 75.9% on 2 x 256, RMSNorm at 256 threads 93.0%
+  // against 86.1%; N = 12345 RMSNorm at 512 threads 94.9% against 88.4% on 4 x 256, LayerNorm
+  // 85.4% against 87.4%).
+  const bool peeled_cluster_forward = !persistent && single_phase && peel_rows &&
+                                      chunks > kLongRowVectors && dtype_size(io_dtype) < 4;
   // So do misaligned rows of a backward past kLongRowVectors, on a cluster of four in registers
   // (same runs, N = 12345 on 4 x 128 threads against one CTA of 256 threads, prefetched:
   // RMSNorm 61.1% against 44.6%, recomputing 58.3% against 43.8%; LayerNorm 44.7% against

@@ -1669,6 +1669,26 @@ TEST_CASE("codegen: kernels that sum across rows peel one row per CTA, at one sh
           .has_value());
 }
 
+TEST_CASE("codegen: peeled 16-bit forwards past 1024 vectors take a cluster, 32-bit ones do not") {
+  for (const char* name : {"layer_norm", "rms_norm"}) {
+    CAPTURE(name);
+    // 16-bit rows: persistent CTAs of a cluster of two keep one shift each.
+    const KernelConfig bf16 = peeled_spec(name, DType::bf16, 12345).config;
+    CHECK(bf16.ctas_per_row == 2);
+    CHECK(bf16.row_storage == static_cast<int>(RowStorage::prefetched));
+    // 32-bit rows stay on one CTA per row, in registers (measured faster, nineteenth session).
+    for (std::int64_t n : {4097, 12345}) {
+      CAPTURE(n);
+      const KernelConfig f32 = peeled_spec(name, DType::f32, n).config;
+      CHECK(f32.ctas_per_row == 1);
+      CHECK(f32.row_storage == static_cast<int>(RowStorage::registers));
+    }
+  }
+  CHECK(peeled_spec("rms_norm", DType::f32, 4097).config.threads_per_row == 256);
+  CHECK(peeled_spec("layer_norm", DType::f32, 4097).config.threads_per_row == 128);
+  CHECK(peeled_spec("rms_norm", DType::f32, 12345).config.threads_per_row == 512);
+}
+
 TEST_CASE("codegen: peeled kernels compile for sm_90 without spilling") {
   std::vector<CompileJob> jobs;
   for (const char* name : {"layer_norm", "rms_norm"}) {
