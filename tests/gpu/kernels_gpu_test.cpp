@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "four_reductions.hpp"
 #include "gemma_rms_norm.hpp"
 #include "tilenorm/runtime/check.hpp"
 #include "tilenorm/runtime/driver.hpp"
@@ -142,6 +143,11 @@ TEST_CASE("rms_norm_no_weight matches the interpreter") {
 }
 TEST_CASE("the Gemma RMSNorm example matches the interpreter") {
   check_program(gemma_rms_norm());
+}
+// Four reductions in one phase, and a division of every element by a row scalar (which
+// hoist_reciprocals turns into one reciprocal per row).
+TEST_CASE("the four_reductions example matches the interpreter") {
+  check_program(four_reductions());
 }
 
 TEST_CASE("LayerNorm's one-phase statistics survive a large offset, on one CTA and clusters") {
