@@ -26,6 +26,9 @@ constexpr std::int64_t kForwardClusterRowVectors = 4096;
 // A forward on one CTA per row whose last sweep is partly empty takes half the threads where
 // each then holds at most this many vectors (see heuristic_config).
 constexpr std::int64_t kRaggedForwardVectors = 8;
+// Reductions in one phase from which a program is treated like a co-moment when choosing its
+// threads per row (see heuristic_config).
+constexpr std::size_t kWidePhaseReductions = 3;
 
 // Threads per CTA that short rows are stacked into, and the smaller CTAs of a forward whose
 // rows take at most that many threads.
@@ -191,7 +194,14 @@ KernelConfig heuristic_config(const LoweredProgram& program, DType io_dtype, DTy
   // ceiling, 512 threads 84.7%; N = 65536 on clusters of 8 x 256 threads 65.4%, 4 x 512
   // threads 41.8%).
   bool comoments = false;
+  // So do several reductions in one phase, each a float that every barrier combines
+  // (nineteenth session, run 2, the benchmark, four_reductions with four in one phase, M =
+  // 2^26 / N: fp32 N = 8192 on 512 threads of four vectors 68.8% of the copy ceiling, 16384 on
+  // 1024 threads 67.2%, bf16 N = 32768 on 1024 threads 74.2%, where RMSNorm's one reduction
+  // reaches 86-97% on the same threads).
+  bool wide_phase = false;
   for (const auto& phase : program.reduction_phases) {
+    wide_phase = wide_phase || phase.size() >= kWidePhaseReductions;
     for (ir::NodeId r : phase)
       comoments = comoments || program.program.graph->node(r).op == ir::Op::comoment;
   }
@@ -378,7 +388,7 @@ KernelConfig heuristic_config(const LoweredProgram& program, DType io_dtype, DTy
       long_prefetch && !single_phase && !peel_rows && chunks == 8 * kTwoPhaseLongPrefetchThreads;
   const std::int64_t vectors_per_thread =
       (long_prefetch && chunks >= 8 * kLongPrefetchThreads) || two_phase_long_prefetch ||
-              ((!single_phase || comoments) && chunks > kLongRowVectors)
+              ((!single_phase || comoments || wide_phase) && chunks > kLongRowVectors)
           ? 8
           : 4;
   int first_threads = fewest_threads(chunks, vectors_per_thread, narrowest, persistent);

@@ -1361,6 +1361,29 @@ TEST_CASE("codegen: the four-reduction example keeps its reductions in one phase
   }
 }
 
+TEST_CASE("codegen: a phase of several reductions gets eight vectors per thread on long rows") {
+  // Like a co-moment: four reductions in one phase on one CTA per row past 1024 vectors take
+  // eight vectors per thread, half the threads RMSNorm's one reduction takes.
+  const LoweredProgram four = tilenorm::lower(four_reductions());
+  const LoweredProgram& rms = lowered("rms_norm");
+  const std::tuple<DType, std::int64_t, int, int> shapes[] = {
+      {DType::f32, 8192, 256, 512},
+      {DType::f32, 16384, 512, 1024},
+      {DType::bf16, 16384, 256, 512},
+      {DType::bf16, 32768, 512, 1024},
+  };
+  for (const auto& [dtype, n, four_threads, rms_threads] : shapes) {
+    CAPTURE(tilenorm::dtype_name(dtype));
+    CAPTURE(n);
+    const KernelConfig config = heuristic_spec(four, dtype, n).config;
+    CHECK(config.ctas_per_row == 1);
+    CHECK(config.threads_per_row == four_threads);
+    CHECK(heuristic_spec(rms, dtype, n).config.threads_per_row == rms_threads);
+  }
+  // Up to 1024 vectors, four per thread as before.
+  CHECK(heuristic_spec(four, DType::bf16, 8192).config.threads_per_row == 256);
+}
+
 TEST_CASE("codegen: every built-in kernel, forward and backward, compiles for sm_90") {
   std::vector<CompileJob> jobs;
   auto add = [&](const std::string& kernel, const KernelSpec& spec) {
