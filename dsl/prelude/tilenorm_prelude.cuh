@@ -412,30 +412,24 @@ __device__ __forceinline__ u16 funnel_bytes(u16 lo, u16, int) {
   return lo;
 }
 
-// How many elements of a column parameter's aligned vector come before each chunk of a row
-// peeled by `shift`: every chunk starts `shift` columns before a multiple of V, so it is one
-// number per row and parameter (computed once, not per chunk).
-template <class T, int V>
-__device__ __forceinline__ int column_lead(const T* column, int shift) {
-  return static_cast<int>(
-      (reinterpret_cast<unsigned long long>(column) / sizeof(T) + static_cast<unsigned>(V - shift)) %
-      V);
-}
-
 // Elements [col0, col0 + V) of a column parameter (contiguous [N], any element alignment) for
 // a peeled row, whose shifted chunks are generally not aligned in the parameter (the row's
-// shift changes from row to row); `lead` is column_lead's. The two aligned vectors around the
-// chunk are loaded and the chunk is extracted with selects and funnel shifts: 2 vector loads
-// instead of V scalar loads, each of which would touch as many cache lines as the row's own
-// vector load. The second vector is loaded also when the chunk happens to be aligned, and the
-// vectors at the ends of the parameter are assembled element by element (nothing outside
-// [0, N) is touched; columns outside it read as 0) before the same extraction: one path after
-// the loads keeps the unrolled passes within their registers, where a conditional load or a
-// separate element-wise path made ptxas spill (as did leaving the test out where it always
-// holds: LayerNorm fp32 N = 4097 on 128 threads, 16 bytes).
+// shift changes from row to row). The two aligned vectors around the chunk are loaded and the
+// chunk is extracted with selects and funnel shifts: 2 vector loads instead of V scalar loads,
+// each of which would touch as many cache lines as the row's own vector load. The second
+// vector is loaded also when the chunk happens to be aligned, and the vectors at the ends of
+// the parameter are assembled element by element (nothing outside [0, N) is touched; columns
+// outside it read as 0) before the same extraction: one path after the loads keeps the
+// unrolled passes within their registers, where a conditional load or a separate element-wise
+// path made ptxas spill.
 template <class T, int V, int N>
-__device__ __forceinline__ void load_column_chunk_peeled(const T* column, int col0, int lead,
+__device__ __forceinline__ void load_column_chunk_peeled(const T* column, int col0,
                                                          float (&out)[V]) {
+  // Elements of the aligned vector holding column col0 that come before it.
+  const int lead =
+      static_cast<int>((reinterpret_cast<unsigned long long>(column) / sizeof(T) +
+                        static_cast<unsigned long long>(static_cast<long long>(col0))) %
+                       V);
   const int base = col0 - lead;  // the column that aligned vector starts at
   Chunk<T, V> lo, hi;
   if (base >= 0 && base + 2 * V <= N) {

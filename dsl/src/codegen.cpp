@@ -1068,10 +1068,8 @@ class Emitter {
          << "\n";
     for (NodeId r : reductions) {
       if (is_comoment(r)) {
-        // A variance sums its one operand once (its two averages are one).
         out_ << "  tn::Comoment acc" << r << " = tn::comoment_identity();\n"
-             << "  float cm" << r << "_sum_a = 0.0f"
-             << (is_variance(r) ? "" : ", cm" + std::to_string(r) + "_sum_b = 0.0f")
+             << "  float cm" << r << "_sum_a = 0.0f, cm" << r << "_sum_b = 0.0f"
              << (covers_row_exactly() ? "" : ", cm" + std::to_string(r) + "_n = 0.0f") << ";\n";
       } else {
         out_ << "  float acc" << r << " = tn::identity<" << reduce_op_constant(g_.node(r).op)
@@ -1098,12 +1096,10 @@ class Emitter {
       const Node& n = g_.node(r);
       if (is_comoment(r)) {
         // The first of a co-moment's two passes over this thread's columns: their sums.
-        // The count of columns is added per chunk, after the loop.
         const std::string c = "cm" + std::to_string(r);
         out_ << "        " << mask << "{\n          " << c << "_sum_a += " << ref(n.args[0])
-             << ";\n"
-             << (is_variance(r) ? "" : "          " + c + "_sum_b += " + ref(n.args[1]) + ";\n")
-             << "        }\n";
+             << ";\n          " << c << "_sum_b += " << ref(n.args[1]) << ";\n"
+             << (covers_row_exactly() ? "" : "          " + c + "_n += 1.0f;\n") << "        }\n";
         continue;
       }
       out_ << "        " << mask << "acc" << r << " = tn::combine<" << reduce_op_constant(n.op)
@@ -1127,16 +1123,6 @@ class Emitter {
     for (std::size_t i : outputs)
       out_ << "        out" << i << "[v] = " << ref(slot(static_cast<int>(i)).value) << ";\n";
     out_ << "      }\n";
-    // A co-moment's count: the chunk's columns inside the row, a whole vector but at the ends
-    // (one add per chunk, which the unrolled loop folds for the interior ones, where adding 1.0f
-    // per column was a dependent chain of adds the compiler may not merge).
-    for (NodeId r : reductions) {
-      if (!is_comoment(r) || covers_row_exactly()) continue;
-      out_ << "      cm" << r << "_n += static_cast<float>("
-           << (peel() ? "it > 0 && it < FULL_ITERS ? VEC : min(c0 + VEC, N) - max(c0, 0)"
-                      : "it < FULL_ITERS ? VEC : min(VEC, N - c0)")
-           << ");\n";
-    }
 
     for (std::size_t i : outputs) {
       out_ << "      if (row_valid) tn::store_chunk" << (peel() ? "_peeled<" : "<")
@@ -1193,14 +1179,9 @@ class Emitter {
           out_ << "      tn::load_stashed_chunk<" << slot_type(s) << ", VEC>("
                << column_stash_chunk(static_cast<std::size_t>(n.index)) << ", col" << n.index
                << ");\n";
-        } else if (peel()) {
-          const std::string p = "p_" + s.name, t = slot_type(s);
-          out_ << "      tn::load_column_chunk_peeled<" << t << ", VEC, N>(" << p
-               << ", c0, tn::column_lead<" << t << ", VEC>(" << p << ", tn_shift), col" << n.index
-               << ");\n";
         } else {
-          out_ << "      tn::load_chunk<" << slot_type(s) << ", VEC, N>(p_" << s.name << ", c0, col"
-               << n.index << ");\n";
+          out_ << "      tn::" << (peel() ? "load_column_chunk_peeled<" : "load_chunk<")
+               << slot_type(s) << ", VEC, N>(p_" << s.name << ", c0, col" << n.index << ");\n";
         }
       }
     }
@@ -1245,20 +1226,12 @@ class Emitter {
       } else if (covers_row_exactly()) {
         out_ << "  " << acc << ".n = static_cast<float>(ITERS * VEC);\n";
         for (const char* side : {"a", "b"}) {
-          if (is_variance(r) && side[0] == 'b') {
-            out_ << "  " << acc << ".avg_b = " << acc << ".avg_a;\n";
-            continue;
-          }
           out_ << "  " << acc << ".avg_" << side << " = " << c << "_sum_" << side
                << " * (1.0f / static_cast<float>(ITERS * VEC));\n";
         }
       } else {  // a thread past the end of the row holds no columns
         out_ << "  " << acc << ".n = " << c << "_n;\n";
         for (const char* side : {"a", "b"}) {
-          if (is_variance(r) && side[0] == 'b') {
-            out_ << "  " << acc << ".avg_b = " << acc << ".avg_a;\n";
-            continue;
-          }
           out_ << "  " << acc << ".avg_" << side << " = " << c << "_n > 0.0f ? __fdividef(" << c
                << "_sum_" << side << ", " << c << "_n) : 0.0f;\n";
         }
