@@ -7,6 +7,8 @@
 #include <limits>
 #include <map>
 #include <mutex>
+#include <optional>
+#include <set>
 #include <shared_mutex>
 #include <unordered_map>
 
@@ -270,6 +272,10 @@ struct Norm::State {
   std::string slot_list;
   mutable std::shared_mutex mutex;
   mutable std::unordered_map<LaunchKey, LoadedKernel, LaunchKeyHash> kernels;
+  // Tuned configurations found unusable, each reported once (resolve() runs for Norm::resolve
+  // as well as for every new launch shape).
+  mutable std::mutex reported_mutex;
+  mutable std::set<std::string> reported;
 
   [[noreturn]] void fail(const std::string& what) const { throw Error(program.name + ": " + what); }
 
@@ -464,11 +470,19 @@ struct Norm::State {
 
   ResolvedConfig resolve(const LaunchShape& shape) const {
     const Runtime::Impl& rt = *runtime;
-    auto usable = [&](const KernelConfig& config) {
+    // Why a tuned configuration cannot run these rows on this device, if it cannot.
+    auto unusable = [&](const KernelConfig& config) -> std::optional<std::string> {
       const KernelSpec spec = shape.spec(config);
-      return !config_problem(lowered, spec) &&
-             dynamic_shared_memory_bytes(lowered, spec) <= rt.limits.shared_memory_per_block &&
-             (config.ctas_per_row == 1 || rt.limits.clusters);
+      if (auto problem = config_problem(lowered, spec)) return problem;
+      const std::size_t smem = dynamic_shared_memory_bytes(lowered, spec);
+      if (smem > rt.limits.shared_memory_per_block) {
+        return "it needs " + std::to_string(smem) + " bytes of shared memory; the device allows " +
+               std::to_string(rt.limits.shared_memory_per_block);
+      }
+      if (config.ctas_per_row > 1 && !rt.limits.clusters)
+        return std::string(
+            "it splits rows across a thread-block cluster, which needs sm_90 or later");
+      return std::nullopt;
     };
     // A tuned vec wider than the launch allows (with peeling where the kernel can peel).
     auto narrowed = [&](KernelConfig config) {
@@ -482,14 +496,20 @@ struct Norm::State {
         try {
           const KernelConfig config = narrowed(
               reflect::from_json<KernelConfig>(found.entry->config, "tuning entry config"));
-          if (usable(config)) {
+          // Not silently: an entry from another version, or for rows these do not match, would
+          // otherwise look tuned while the heuristic runs. The entry stays in the database.
+          const std::optional<std::string> problem = unusable(config);
+          if (!problem) {
             return {config,
                     found.source == TuningLookup::Source::exact ? ConfigSource::tuned_exact
                                                                 : ConfigSource::tuned_nearest_m,
                     shape.peel_rows(config)};
           }
+          report_once(program.name + ": not using the tuned configuration " + config.describe() +
+                      " for N = " + std::to_string(shape.cols) + ": " + *problem +
+                      "; the heuristic configuration runs instead");
         } catch (const Error& e) {
-          warn(program.name + ": ignoring a tuning entry: " + e.what());
+          report_once(program.name + ": ignoring a tuning entry: " + e.what());
         }
       }
     }
@@ -497,6 +517,14 @@ struct Norm::State {
         heuristic_config(lowered, shape.io_dtype, shape.param_dtype, shape.cols, rt.limits,
                          shape.peel_vec, shape.peel_vec > shape.max_vec);
     return {config, ConfigSource::heuristic, shape.peel_rows(config)};
+  }
+
+  void report_once(const std::string& message) const {
+    {
+      std::lock_guard lock(reported_mutex);
+      if (!reported.insert(message).second) return;
+    }
+    warn(message);
   }
 
   TuningKey key(DType io, DType param, std::int64_t n, std::int64_t rows) const {

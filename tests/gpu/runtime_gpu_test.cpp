@@ -16,6 +16,7 @@
 #include "tilenorm/kernels/programs.hpp"
 #include "tilenorm/runtime/check.hpp"
 #include "tilenorm/runtime/driver.hpp"
+#include "tilenorm/runtime/log.hpp"
 
 namespace {
 
@@ -300,6 +301,53 @@ TEST_CASE("the runtime uses tuned configurations: exact, nearest M bucket, then 
   const auto untuned = resolve_for(100, 2304);
   CHECK(untuned.ok());
   CHECK(untuned.used.source == tilenorm::ConfigSource::heuristic);
+
+  ::unsetenv("TILENORM_TUNING_DB");
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("a tuned configuration these rows cannot use is named in a warning, and kept") {
+  const auto dir = std::filesystem::temp_directory_path() /
+                   ("tilenorm-gpu-db-unusable-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const auto db = dir / "tuning.json";
+  ::setenv("TILENORM_TUNING_DB", db.c_str(), 1);
+
+  tilenorm::Runtime probe(tilenorm::RuntimeOptions{.device = 0, .use_tuning_database = false});
+  const tilenorm::Norm probe_norm = probe.load(tilenorm::kernels::builtin_program("rms_norm"));
+  // 1024 threads per row, 4 rows per CTA: a block of 4096 threads, which no device runs (an
+  // entry written by another version of tilenorm, say, or edited by hand).
+  const tilenorm::KernelConfig unusable{1024, 4, 8,
+                                        static_cast<int>(tilenorm::RowStorage::registers), 1};
+  tilenorm::TuningEntry entry;
+  entry.key = probe_norm.tuning_key(DType::bf16, DType::bf16, 4096, 512);
+  entry.config = tilenorm::reflect::to_json(unusable);
+  entry.median_us = 10;
+  entry.tbps = 3;
+  entry.date = tilenorm::utc_date_time_now();
+  tilenorm::upsert_entries(db, {entry});
+
+  std::vector<std::string> warnings;
+  const tilenorm::WarningHandler previous = tilenorm::set_warning_handler(
+      [&](std::string_view message) { warnings.emplace_back(message); });
+  tilenorm::Runtime rt;  // reads TILENORM_TUNING_DB
+  const tilenorm::Norm norm = rt.load(tilenorm::kernels::builtin_program("rms_norm"));
+  const auto report = tilenorm::check_against_interpreter(
+      norm,
+      {.io_dtype = DType::bf16, .param_dtype = DType::bf16, .rows = 512, .cols = 4096, .seed = 5});
+  tilenorm::set_warning_handler(previous);
+  // The heuristic ran, correctly, and the warning says which entry and why.
+  CHECK(report.ok());
+  CHECK(report.unwritten == 0);
+  CHECK(report.used.source == tilenorm::ConfigSource::heuristic);
+  REQUIRE(warnings.size() == 1);
+  CHECK(warnings[0].find("rms_norm: not using the tuned configuration " + unusable.describe() +
+                         " for N = 4096: ") == 0);
+  CHECK(warnings[0].find("threads per CTA (threads_per_row * rows_per_cta) must be in 32..1024, "
+                         "got 4096") != std::string::npos);
+  CHECK(warnings[0].find("the heuristic configuration runs instead") != std::string::npos);
+  // The entry is still in the database.
+  CHECK(tilenorm::TuningDatabase::load_file(db).entries().size() == 1);
 
   ::unsetenv("TILENORM_TUNING_DB");
   std::filesystem::remove_all(dir);
