@@ -1,5 +1,4 @@
 #include "rewrite.hpp"
-#include "tilenorm/dsl/ops.hpp"
 #include "tilenorm/dsl/passes.hpp"
 
 namespace tilenorm::passes {
