@@ -58,11 +58,16 @@ DeviceRows make_rows(const CheckOptions& o, DType dtype, const std::vector<doubl
   return d;
 }
 
-// A dense buffer (column, row statistic or scalar): the values, or the poison when null.
-driver::DeviceBuffer make_dense(std::size_t count, DType dtype, const std::vector<double>* values) {
-  driver::DeviceBuffer buffer(std::max<std::size_t>(count, 1) * dtype_size(dtype));
+// A dense buffer (column, row statistic or scalar): the values, or the poison when null. The
+// values start `offset` elements into the buffer, after poison.
+driver::DeviceBuffer make_dense(std::size_t count, DType dtype, const std::vector<double>* values,
+                                std::size_t offset = 0) {
+  const std::size_t size = dtype_size(dtype);
+  driver::DeviceBuffer buffer((std::max<std::size_t>(count, 1) + offset) * size);
   if (values && count > 0) {
-    const std::vector<std::byte> bytes = encode(*values, dtype);
+    std::vector<std::byte> bytes(offset * size, std::byte{kPoison});
+    const std::vector<std::byte> encoded = encode(*values, dtype);
+    bytes.insert(bytes.end(), encoded.begin(), encoded.end());
     buffer.upload(bytes.data(), bytes.size());
   } else {
     buffer.fill_bytes(kPoison);
@@ -167,8 +172,16 @@ CheckReport check_against_interpreter(const Norm& norm, const CheckOptions& o) {
         break;
       case ir::Shape::column:
         if (read) values[i] = random_values(count, seed, -1.5, 1.5, dtype);
-        dense[i] = make_dense(count, dtype, read ? &values[i] : nullptr);
-        args.emplace_back(ColumnView{reinterpret_cast<void*>(dense[i].get()), dtype, o.cols});
+        if (read) {
+          const auto offset = static_cast<std::size_t>(o.column_element_offset);
+          dense[i] = make_dense(count, dtype, &values[i], offset);
+          args.emplace_back(ColumnView{
+              reinterpret_cast<std::byte*>(dense[i].get()) + offset * dtype_size(dtype), dtype,
+              o.cols});
+        } else {
+          dense[i] = make_dense(count, dtype, nullptr);
+          args.emplace_back(ColumnView{reinterpret_cast<void*>(dense[i].get()), dtype, o.cols});
+        }
         break;
       case ir::Shape::row_scalar:
         // Positive, like a saved rstd; a saved mean may be anything, so this is fine too.
