@@ -431,10 +431,10 @@ __device__ __forceinline__ void load_column_chunk_peeled(const T* column, int co
   Chunk<T, V> c;
   if constexpr (sizeof(T) == 4) {
     // Elements of the aligned vector holding column col0 that come before it.
-    const int lead = static_cast<int>(
-        (reinterpret_cast<unsigned long long>(column) / sizeof(T) +
-         static_cast<unsigned long long>(static_cast<long long>(col0))) %
-        V);
+    const int lead =
+        static_cast<int>((reinterpret_cast<unsigned long long>(column) / sizeof(T) +
+                          static_cast<unsigned long long>(static_cast<long long>(col0))) %
+                         V);
     const int base = col0 - lead;  // the column that aligned vector starts at
     Chunk<T, V> lo, hi;
     if (base >= 0 && base + 2 * V <= N) {
@@ -451,10 +451,10 @@ __device__ __forceinline__ void load_column_chunk_peeled(const T* column, int co
   } else {
     constexpr int W = V / 2;  // words in the chunk
     // Whether the chunk starts in the upper half of a word.
-    const int odd = static_cast<int>(
-        (reinterpret_cast<unsigned long long>(column) / 2 +
-         static_cast<unsigned long long>(static_cast<long long>(col0))) %
-        2);
+    const int odd =
+        static_cast<int>((reinterpret_cast<unsigned long long>(column) / 2 +
+                          static_cast<unsigned long long>(static_cast<long long>(col0))) %
+                         2);
     const int first = col0 - odd;  // the column the first word starts at
     if (first >= 0 && first + 2 * (W + 1) <= N) {
       const u32* words = reinterpret_cast<const u32*>(column + first);

@@ -175,9 +175,9 @@ CheckReport check_against_interpreter(const Norm& norm, const CheckOptions& o) {
         if (read) {
           const auto offset = static_cast<std::size_t>(o.column_element_offset);
           dense[i] = make_dense(count, dtype, &values[i], offset);
-          args.emplace_back(ColumnView{
-              reinterpret_cast<std::byte*>(dense[i].get()) + offset * dtype_size(dtype), dtype,
-              o.cols});
+          args.emplace_back(
+              ColumnView{reinterpret_cast<std::byte*>(dense[i].get()) + offset * dtype_size(dtype),
+                         dtype, o.cols});
         } else {
           dense[i] = make_dense(count, dtype, nullptr);
           args.emplace_back(ColumnView{reinterpret_cast<void*>(dense[i].get()), dtype, o.cols});

@@ -468,21 +468,28 @@ struct Norm::State {
     return shape;
   }
 
+  // Why this device cannot run a kernel the code generator accepts, if it cannot.
+  std::optional<std::string> device_problem(const KernelSpec& spec) const {
+    const std::size_t smem = dynamic_shared_memory_bytes(lowered, spec);
+    if (smem > runtime->limits.shared_memory_per_block) {
+      return "it needs " + std::to_string(smem) + " bytes of shared memory; the device allows " +
+             std::to_string(runtime->limits.shared_memory_per_block);
+    }
+    if (spec.config.ctas_per_row > 1 && !runtime->limits.clusters) {
+      return "it splits rows across a thread-block cluster, which needs sm_90 or later; this "
+             "device is " +
+             runtime->info.arch();
+    }
+    return std::nullopt;
+  }
+
   ResolvedConfig resolve(const LaunchShape& shape) const {
     const Runtime::Impl& rt = *runtime;
     // Why a tuned configuration cannot run these rows on this device, if it cannot.
     auto unusable = [&](const KernelConfig& config) -> std::optional<std::string> {
       const KernelSpec spec = shape.spec(config);
       if (auto problem = config_problem(lowered, spec)) return problem;
-      const std::size_t smem = dynamic_shared_memory_bytes(lowered, spec);
-      if (smem > rt.limits.shared_memory_per_block) {
-        return "it needs " + std::to_string(smem) + " bytes of shared memory; the device allows " +
-               std::to_string(rt.limits.shared_memory_per_block);
-      }
-      if (config.ctas_per_row > 1 && !rt.limits.clusters)
-        return std::string(
-            "it splits rows across a thread-block cluster, which needs sm_90 or later");
-      return std::nullopt;
+      return device_problem(spec);
     };
     // A tuned vec wider than the launch allows (with peeling where the kernel can peel).
     auto narrowed = [&](KernelConfig config) {
@@ -564,18 +571,8 @@ struct Norm::State {
       loaded.resolved = resolve(shape);
     }
     const KernelSpec spec = shape.spec(loaded.resolved.config);
-    if (spec.config.ctas_per_row > 1 && !runtime->limits.clusters) {
-      fail("configuration " + spec.config.describe() +
-           " splits rows across a thread-block cluster, which needs sm_90 or later; this device "
-           "is " +
-           runtime->info.arch());
-    }
-    const std::size_t smem = dynamic_shared_memory_bytes(lowered, spec);
-    if (smem > runtime->limits.shared_memory_per_block) {
-      fail("configuration " + spec.config.describe() + " needs " + std::to_string(smem) +
-           " bytes of shared memory; the device allows " +
-           std::to_string(runtime->limits.shared_memory_per_block));
-    }
+    if (auto problem = device_problem(spec))
+      fail("configuration " + spec.config.describe() + " cannot run: " + *problem);
     loaded.generated = generate_cuda(lowered, spec);
     if (loaded.generated.params.size() > kMaxKernelParams)
       fail("has more than 64 kernel parameters");
