@@ -1583,7 +1583,19 @@ TEST_CASE("codegen: peeled rows shift their chunks and load the ends element by 
   // Reductions skip the head's columns before 0 as well as the tail's past N (LayerNorm's
   // statistics are one co-moment, which takes the chunk's columns inside the row).
   CHECK(contains(text, "if ((it > 0 || c0 + v >= 0) && (it < FULL_ITERS || c0 + v < N)) {"));
-  CHECK(contains(text, "_n += 1.0f;"));
+  // On one CTA per row the count of columns is added once per chunk, and a variance sums its
+  // operand once.
+  CHECK(contains(text,
+                 "_n += static_cast<float>(it > 0 && it < FULL_ITERS ? VEC : min(c0 + VEC, N) - "
+                 "max(c0, 0));"));
+  CHECK_FALSE(contains(text, "_n += 1.0f;"));
+  CHECK_FALSE(contains(text, "_sum_b"));
+  CHECK(contains(text, ".avg_b = acc"));
+  // Persistent peeled kernels keep a count per column and both sums.
+  const std::string persistent = kernel_text(tilenorm::generate_cuda(
+      program, {DType::bf16, DType::bf16, 4097, config(128, 1, 8, RowStorage::prefetched), true}));
+  CHECK(contains(persistent, "_n += 1.0f;"));
+  CHECK(contains(persistent, "_sum_b"));
   const std::string rms = kernel_text(tilenorm::generate_cuda(lowered("rms_norm"), peeled));
   CHECK(contains(rms, "if ((it > 0 || c0 + v >= 0) && (it < FULL_ITERS || c0 + v < N)) acc"));
   // 4097 columns shifted by up to 7 take 513 chunks: 5 per thread.
