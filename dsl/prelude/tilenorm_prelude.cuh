@@ -415,7 +415,7 @@ __device__ __forceinline__ Raw funnel_bytes(Raw lo, Raw hi, int shift) {
 // - 16-bit types: the V / 2 + 1 words that cover the chunk, shifted by half a word where the
 //   chunk starts mid-word (one funnel shift per word). Extracting the chunk from two aligned
 //   vectors with a barrel of selects (as for 32-bit types) took about 27 instructions per chunk
-//   and parameter where this takes 10 (LayerNorm bf16 N = 4097: 77.6 M -> 64.7 M instructions,
+//   and parameter where this takes 10 (LayerNorm bf16 N = 4097: 77.6 M -> 68.8 M instructions,
 //   twentieth session); 16-bit elements one by one would touch as many cache lines per load as
 //   the row's own vector load.
 // - 32-bit types: the two aligned vectors around the chunk, and the selects (whole words).

@@ -1175,11 +1175,10 @@ class Emitter {
   // The first pass of a co-moment in a peeled row on one CTA that handles one row block at a
   // time: its count is added once per chunk (folded to VEC in the unrolled interior chunks)
   // instead of 1.0f per column, and a variance sums its operand once. Peeled rows mask every
-  // column of their head and tail, which kept those adds apart: LayerNorm bf16 N = 2881 66.5 ->
-  // 71.0%, 4097 64.6 -> 68.4% with the word loader (twentieth session, run 1). Not elsewhere: the
-  // same code measured 85.0 -> 80.5% at the aligned N = 2880, and it raised the registers of
-  // peeled persistent cluster kernels (LayerNorm bf16 12345 62.5 -> 60.0%; N = 65536 80 -> 128
-  // registers).
+  // column of their head and tail, which kept those adds apart: LayerNorm bf16 N = 2881 68.5 ->
+  // 71.1%, 4097 66.8 -> 68.4% (twentieth session, run 4). Not elsewhere: the same code measured
+  // 85.0 -> 80.5% at the aligned N = 2880, and it raised the registers of peeled persistent
+  // cluster kernels (LayerNorm bf16 12345 62.5 -> 60.0%; N = 65536 80 -> 128 registers).
   bool count_per_chunk() const { return peel() && !persistent_ && !clustered_; }
   bool one_sum(NodeId r) const { return count_per_chunk() && is_variance(r); }
   // Whether one warp's shuffles reach every column of a row (no barrier, no cluster exchange).
