@@ -158,10 +158,9 @@ TEST_CASE("column parameters at any element offset are read right by peeled rows
   int checked = 0;
   for (const char* name : {"layer_norm", "rms_norm"}) {
     const tilenorm::Norm& norm = tilenorm::kernels::builtin(shared_runtime(), name);
-    for (const auto& [io, param] : {std::pair{DType::bf16, DType::bf16},
-                                    std::pair{DType::f16, DType::f16},
-                                    std::pair{DType::f32, DType::f32},
-                                    std::pair{DType::bf16, DType::f32}}) {
+    for (const auto& [io, param] :
+         {std::pair{DType::bf16, DType::bf16}, std::pair{DType::f16, DType::f16},
+          std::pair{DType::f32, DType::f32}, std::pair{DType::bf16, DType::f32}}) {
       for (std::int64_t n : {7, 1001, 4096, 4097, 12345}) {
         for (std::int64_t column_offset : {1, 3}) {
           for (const Layout& layout : {kLayouts[0], kLayouts[3]}) {
