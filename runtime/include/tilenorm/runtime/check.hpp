@@ -17,9 +17,9 @@ struct CheckOptions {
   DType param_dtype = DType::bf16;
   std::int64_t rows = 0;
   std::int64_t cols = 0;
-  std::int64_t extra_row_stride = 0;  // row_stride = cols + extra_row_stride (a strided view)
-  std::int64_t element_offset = 0;    // start each tensor this many elements into its buffer
-  std::int64_t column_element_offset = 0;  // and each column parameter read this many
+  std::int64_t extra_row_stride = 0;       // row_stride = cols + extra_row_stride (a strided view)
+  std::int64_t element_offset = 0;         // start each tensor this many elements into its buffer
+  std::int64_t column_element_offset = 0;  // the same for each column parameter read
   std::uint64_t seed = 1;
   std::vector<float> scalars{};          // empty: 1e-5 for every scalar (an eps)
   std::optional<KernelConfig> config{};  // empty: what the runtime chooses
