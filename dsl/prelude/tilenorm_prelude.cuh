@@ -417,15 +417,18 @@ __device__ __forceinline__ Raw funnel_bytes(Raw lo, Raw hi, int shift) {
 //   vectors with a barrel of selects (as for 32-bit types) took about 27 instructions per chunk
 //   and parameter where this takes 10 (LayerNorm bf16 N = 4097: 77.6 M -> 68.8 M instructions,
 //   twentieth session); 16-bit elements one by one would touch as many cache lines per load as
-//   the row's own vector load.
+//   the row's own vector load. An `interior` chunk (inside [1, N) for every thread, known when
+//   the kernel is generated) skips the test for the ends, so that its loads need no branch and
+//   issue together with the other chunks' loads; its last word is read as its low half (the
+//   only half the shift uses), which stays inside the parameter where the chunk ends at N.
 // - 32-bit types: the two aligned vectors around the chunk, and the selects (whole words).
 //   Loaded as words they measured no faster (fp32 N = 12345: 94.4 -> 92.9% of the copy).
 //   Both vectors are loaded also when the chunk happens to be aligned: one path after the
 //   loads keeps the unrolled passes within their registers, where a conditional load or a
 //   separate element-wise path made ptxas spill.
 template <class T, int V, int N>
-__device__ __forceinline__ void load_column_chunk_peeled(const T* column, int col0,
-                                                         float (&out)[V]) {
+__device__ __forceinline__ void load_column_chunk_peeled(const T* column, int col0, float (&out)[V],
+                                                         [[maybe_unused]] bool interior) {
   static_assert(sizeof(T) == 2 || sizeof(T) == 4, "column parameters of 16 or 32 bits");
   typedef typename RawVector<sizeof(T) * V>::type Raw;
   Chunk<T, V> c;
@@ -452,15 +455,16 @@ __device__ __forceinline__ void load_column_chunk_peeled(const T* column, int co
     constexpr int W = V / 2;  // words in the chunk
     // Whether the chunk starts in the upper half of a word.
     const int odd =
-        static_cast<int>((reinterpret_cast<unsigned long long>(column) / 2 +
-                          static_cast<unsigned long long>(static_cast<long long>(col0))) %
-                         2);
+        static_cast<int>((static_cast<unsigned>(reinterpret_cast<unsigned long long>(column) / 2) +
+                          static_cast<unsigned>(col0)) %
+                         2u);
     const int first = col0 - odd;  // the column the first word starts at
-    if (first >= 0 && first + 2 * (W + 1) <= N) {
+    if (interior || (first >= 0 && col0 + V <= N)) {
       const u32* words = reinterpret_cast<const u32*>(column + first);
       u32 w[W + 1];
 #pragma unroll
-      for (int k = 0; k <= W; ++k) w[k] = words[k];
+      for (int k = 0; k < W; ++k) w[k] = __ldg(words + k);
+      w[W] = __ldg(reinterpret_cast<const unsigned short*>(column + col0 + V - 1));
       union {
         Raw raw;
         u32 w[W];

@@ -1578,11 +1578,18 @@ TEST_CASE("codegen: peeled rows shift their chunks and load the ends element by 
   CHECK(contains(text, "const int c0 = (it * TPR + lane) * VEC - tn_shift;"));
   CHECK(contains(text,
                  "tn::fetch_chunk_peeled<tn::bf16, VEC, N>(row0, c0, it > 0 && it < FULL_ITERS)"));
-  CHECK(contains(text, "tn::load_column_chunk_peeled<tn::bf16, VEC, N>(p_weight, c0, col"));
+  CHECK(contains(text,
+                 "tn::load_column_chunk_peeled<tn::bf16, VEC, N>(p_weight, c0, col4, it > "
+                 "0 && it < FULL_ITERS);"));
   CHECK(contains(text, "tn::store_chunk_peeled<tn::bf16, VEC, N>("));
-  // Reductions skip the head's columns before 0 as well as the tail's past N (LayerNorm's
-  // statistics are one co-moment, which takes the chunk's columns inside the row).
-  CHECK(contains(text, "if ((it > 0 || c0 + v >= 0) && (it < FULL_ITERS || c0 + v < N)) {"));
+  // The final pass takes the head's sweep last, after the interior sweeps.
+  CHECK(contains(text, "    const int it = (sweep + 1) % ITERS;\n"));
+  // Reductions skip the head's columns before 0 as well as the tail's past N, where what they
+  // add is not 0 there: LayerNorm's co-moment centers x in its second pass, but its first
+  // pass sums x, which reads 0 outside the row.
+  const std::string masked = "if ((it > 0 || c0 + v >= 0) && (it < FULL_ITERS || c0 + v < N)) ";
+  CHECK(contains(text, masked + "acc4.c += "));
+  CHECK(contains(text, "        {\n          cm4_sum_a += in0[v];"));
   // On one CTA per row the count of columns is added once per chunk, and a variance sums its
   // operand once.
   CHECK(contains(text,
@@ -1596,8 +1603,15 @@ TEST_CASE("codegen: peeled rows shift their chunks and load the ends element by 
       program, {DType::bf16, DType::bf16, 4097, config(128, 1, 8, RowStorage::prefetched), true}));
   CHECK(contains(persistent, "_n += 1.0f;"));
   CHECK(contains(persistent, "_sum_b"));
+  CHECK(contains(persistent, masked + "{\n          cm4_sum_a += in0[v];"));
+  // RMSNorm's sum of squares is 0 outside the row too.
   const std::string rms = kernel_text(tilenorm::generate_cuda(lowered("rms_norm"), peeled));
-  CHECK(contains(rms, "if ((it > 0 || c0 + v >= 0) && (it < FULL_ITERS || c0 + v < N)) acc"));
+  CHECK(contains(rms, "        acc3 = tn::combine<tn::kSum>(acc3, e2);"));
+  CHECK_FALSE(contains(rms, masked));
+  // A maximum is not: 0 could exceed every value of the row.
+  const std::string max_abs =
+      kernel_text(tilenorm::generate_cuda(tilenorm::lower(four_reductions()), peeled));
+  CHECK(contains(max_abs, masked + "acc"));
   // 4097 columns shifted by up to 7 take 513 chunks: 5 per thread.
   CHECK(contains(text, "constexpr int ITERS = 5;"));
   // Without peeling nothing of it is generated, and the chunk column is the plain one.
