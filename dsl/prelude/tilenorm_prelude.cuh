@@ -296,20 +296,24 @@ __device__ __forceinline__ void store_chunk(T* row, int col0, const float (&in)[
   }
 }
 
-// ---- Peeled rows (KernelSpec::peel_rows). A row may start at any element, so the kernel
-// shifts its chunks left by the row's misalignment: col0 is negative for the head chunk, may
-// run past N for the tail chunk, and is V-aligned in memory for all of them. A chunk inside
-// [0, N) moves as one vector; the head and the tail move element by element and touch nothing
-// outside [0, N). Columns outside the row read as 0. `interior` says the chunk is inside the
-// row for every thread (known when the kernel is generated), so the test folds away.
+// ---- Peeled rows (KernelSpec::peel_rows). A row may start at any element. Its body is the
+// whole vectors from its first V-aligned column `head` on, which move as vectors. What is left
+// is two chunks that are partly outside the row: the head's, which ends at column `head`, and
+// the tail's, after the last whole vector; they move element by element and touch nothing
+// outside [0, N), where they read as 0. A chunk's `body` flag is known when the kernel is
+// generated wherever its sweep holds body chunks only, so the test folds away there; the caller
+// has checked that the chunk lies (partly, for the remainder's) in the row.
+
+// The first column of remainder chunk `slot` (0: the head's, 1: the tail's) in a row whose
+// first aligned column is `head`, or N for a slot past them.
 template <int V, int N>
-__device__ __forceinline__ bool chunk_inside(int col0) {
-  return col0 >= 0 && col0 + V <= N;
+__device__ __forceinline__ int remainder_column(int slot, int head) {
+  return slot == 0 ? head - V : slot == 1 ? head + (N - head) / V * V : N;
 }
 
 // Elements [col0, col0 + V) of a row or column parameter, which need not be aligned, element
-// by element, with zeros outside [0, N): the head and tail of a peeled row, and the copy of a
-// column parameter a CTA makes once.
+// by element, with zeros outside [0, N): the remainder's chunks, the copy of a column
+// parameter a CTA makes once, and column chunks at the parameter's start.
 template <class T, int V, int N>
 __device__ __forceinline__ typename RawVector<sizeof(T) * V>::type gather_chunk(const T* data,
                                                                                 int col0) {
@@ -323,30 +327,26 @@ __device__ __forceinline__ typename RawVector<sizeof(T) * V>::type gather_chunk(
 }
 
 template <class T, int V, int N>
-__device__ __forceinline__ typename RawVector<sizeof(T) * V>::type fetch_chunk_peeled(
-    const T* row, int col0, bool interior) {
-  Chunk<T, V> c;
-  if (interior || chunk_inside<V, N>(col0)) {
-    c.raw = *reinterpret_cast<const typename RawVector<sizeof(T) * V>::type*>(row + col0);
-  } else {
-    c.raw = gather_chunk<T, V, N>(row, col0);
-  }
-  return c.raw;
+__device__ __forceinline__ typename RawVector<sizeof(T) * V>::type fetch_chunk_peeled(const T* row,
+                                                                                      int col0,
+                                                                                      bool body) {
+  if (body) return *reinterpret_cast<const typename RawVector<sizeof(T) * V>::type*>(row + col0);
+  return gather_chunk<T, V, N>(row, col0);
 }
 
 template <class T, int V, int N>
 __device__ __forceinline__ void load_chunk_peeled(const T* row, int col0, float (&out)[V],
-                                                  bool interior) {
-  unpack_chunk<T, V>(fetch_chunk_peeled<T, V, N>(row, col0, interior), out);
+                                                  bool body) {
+  unpack_chunk<T, V>(fetch_chunk_peeled<T, V, N>(row, col0, body), out);
 }
 
-// As load_chunk_peeled, and also keeps the whole chunk (zeros outside the row) at `stash`, the
-// chunk's own V-aligned place in the shared-memory stash.
+// As load_chunk_peeled, and also keeps the chunk at `stash`, its slot's place in the
+// shared-memory stash.
 template <class T, int V, int N>
 __device__ __forceinline__ void load_chunk_and_stash_peeled(const T* row, T* stash, int col0,
-                                                            float (&out)[V], bool interior) {
+                                                            float (&out)[V], bool body) {
   typedef typename RawVector<sizeof(T) * V>::type Raw;
-  const Raw raw = fetch_chunk_peeled<T, V, N>(row, col0, interior);
+  const Raw raw = fetch_chunk_peeled<T, V, N>(row, col0, body);
   *reinterpret_cast<Raw*>(stash) = raw;
   unpack_chunk<T, V>(raw, out);
 }
@@ -357,21 +357,21 @@ __device__ __forceinline__ void load_stashed_chunk(const T* stash, float (&out)[
   unpack_chunk<T, V>(*reinterpret_cast<const typename RawVector<sizeof(T) * V>::type*>(stash), out);
 }
 
-// Stores the elements of the chunk at col0 that lie in [0, N).
+// Stores a body chunk at col0, or the columns of a remainder chunk that lie in [0, N).
 template <class T, int V, int N>
 __device__ __forceinline__ void store_chunk_peeled(T* row, int col0, const float (&in)[V],
-                                                   bool interior) {
+                                                   bool body) {
   Chunk<T, V> c;
 #pragma unroll
   for (int v = 0; v < V; ++v) c.element[v] = from_float<T>(in[v]);
-  if (interior || chunk_inside<V, N>(col0)) {
+  if (body) {
     *reinterpret_cast<typename RawVector<sizeof(T) * V>::type*>(row + col0) = c.raw;
-  } else {
+    return;
+  }
 #pragma unroll
-    for (int v = 0; v < V; ++v) {
-      const int col = col0 + v;
-      if (col >= 0 && col < N) row[col] = c.element[v];
-    }
+  for (int v = 0; v < V; ++v) {
+    const int col = col0 + v;
+    if (col >= 0 && col < N) row[col] = c.element[v];
   }
 }
 
@@ -409,18 +409,19 @@ __device__ __forceinline__ Raw funnel_bytes(Raw lo, Raw hi, int shift) {
 }
 
 // Elements [col0, col0 + V) of a column parameter (contiguous [N], any element alignment) for
-// a peeled row, whose shifted chunks are generally not aligned in the parameter (the row's
-// shift changes from row to row). Chunks near the parameter's ends, whose loads would reach
-// outside [0, N), are gathered element by element (columns outside it read as 0).
+// a body chunk of a peeled row (a remainder chunk's are gathered). A body chunk is
+// aligned in the row, so generally not in the parameter (the row's misalignment changes from
+// row to row).
 // - 16-bit types: the V / 2 + 1 words that cover the chunk, shifted by half a word where the
 //   chunk starts mid-word (one funnel shift per word). Extracting the chunk from two aligned
 //   vectors with a barrel of selects (as for 32-bit types) took about 27 instructions per chunk
 //   and parameter where this takes 10 (LayerNorm bf16 N = 4097: 77.6 M -> 68.8 M instructions,
 //   twentieth session); 16-bit elements one by one would touch as many cache lines per load as
-//   the row's own vector load. An `interior` chunk (inside [1, N) for every thread, known when
-//   the kernel is generated) skips the test for the ends, so that its loads need no branch and
-//   issue together with the other chunks' loads; its last word is read as its low half (the
-//   only half the shift uses), which stays inside the parameter where the chunk ends at N.
+//   the row's own vector load. The loads take no branch, so that ptxas issues them together
+//   with the other chunks' loads: the last word is read as its low half (the only half the
+//   shift uses), which stays inside the parameter where the chunk ends at N, and the first is
+//   tested only where the chunk may start at column 0 (`interior` is false: known when the
+//   kernel is generated).
 // - 32-bit types: the two aligned vectors around the chunk, and the selects (whole words).
 //   Loaded as words they measured no faster (fp32 N = 12345: 94.4 -> 92.9% of the copy).
 //   Both vectors are loaded also when the chunk happens to be aligned: one path after the
@@ -428,9 +429,14 @@ __device__ __forceinline__ Raw funnel_bytes(Raw lo, Raw hi, int shift) {
 //   separate element-wise path made ptxas spill.
 template <class T, int V, int N>
 __device__ __forceinline__ void load_column_chunk_peeled(const T* column, int col0, float (&out)[V],
+                                                         bool body,
                                                          [[maybe_unused]] bool interior) {
   static_assert(sizeof(T) == 2 || sizeof(T) == 4, "column parameters of 16 or 32 bits");
   typedef typename RawVector<sizeof(T) * V>::type Raw;
+  if (!body) {
+    unpack_chunk<T, V>(gather_chunk<T, V, N>(column, col0), out);
+    return;
+  }
   Chunk<T, V> c;
   if constexpr (sizeof(T) == 4) {
     // Elements of the aligned vector holding column col0 that come before it.
@@ -458,23 +464,23 @@ __device__ __forceinline__ void load_column_chunk_peeled(const T* column, int co
         static_cast<int>((static_cast<unsigned>(reinterpret_cast<unsigned long long>(column) / 2) +
                           static_cast<unsigned>(col0)) %
                          2u);
-    const int first = col0 - odd;  // the column the first word starts at
-    if (interior || (first >= 0 && col0 + V <= N)) {
-      const u32* words = reinterpret_cast<const u32*>(column + first);
-      u32 w[W + 1];
+    const u32* words = reinterpret_cast<const u32*>(column + col0 - odd);
+    u32 w[W + 1];
+    // The first word starts before the parameter only at its column 0, where that column is
+    // the word's upper half, the only half the shift keeps.
+    w[0] = interior || col0 >= odd
+               ? __ldg(words)
+               : static_cast<u32>(__ldg(reinterpret_cast<const unsigned short*>(column))) << 16;
 #pragma unroll
-      for (int k = 0; k < W; ++k) w[k] = __ldg(words + k);
-      w[W] = __ldg(reinterpret_cast<const unsigned short*>(column + col0 + V - 1));
-      union {
-        Raw raw;
-        u32 w[W];
-      } shifted;
+    for (int k = 1; k < W; ++k) w[k] = __ldg(words + k);
+    w[W] = __ldg(reinterpret_cast<const unsigned short*>(column + col0 + V - 1));
+    union {
+      Raw raw;
+      u32 w[W];
+    } shifted;
 #pragma unroll
-      for (int k = 0; k < W; ++k) shifted.w[k] = __funnelshift_r(w[k], w[k + 1], 16 * odd);
-      c.raw = shifted.raw;
-    } else {
-      c.raw = gather_chunk<T, V, N>(column, col0);
-    }
+    for (int k = 0; k < W; ++k) shifted.w[k] = __funnelshift_r(w[k], w[k + 1], 16 * odd);
+    c.raw = shifted.raw;
   }
   unpack_chunk<T, V>(c.raw, out);
 }

@@ -123,7 +123,7 @@ std::string reduce_op_constant(Op op) {
 }
 
 struct Geometry {
-  std::int64_t chunks;  // vectors per row
+  std::int64_t chunks;  // vectors per row (chunk slots, for peeled rows)
   std::int64_t iters;   // vectors per thread (of a CTA's slice of the row, with clusters)
   int warps_per_row;
 };
@@ -131,10 +131,10 @@ struct Geometry {
 Geometry geometry(const KernelSpec& spec) {
   const auto& c = spec.config;
   Geometry g{};
-  // Peeled rows are shifted left by up to vec - 1 columns, which may take one more chunk.
-  const std::int64_t columns = spec.peel_rows ? spec.n + c.vec - 1 : spec.n;
-  g.chunks = (columns + c.vec - 1) / c.vec;
   const std::int64_t threads = std::int64_t{c.threads_per_row} * std::max(1, c.ctas_per_row);
+  // A peeled row's body is at most N / vec whole vectors (when it starts aligned), then two
+  // chunk slots for its remainder (the head's and the tail's chunks).
+  g.chunks = spec.peel_rows ? spec.n / c.vec + 2 : (spec.n + c.vec - 1) / c.vec;
   g.iters = (g.chunks + threads - 1) / threads;
   g.warps_per_row = c.threads_per_row > 32 ? c.threads_per_row / 32 : 1;
   return g;
@@ -480,8 +480,15 @@ class Emitter {
   // generated code is this expression. A cluster's CTAs take turns: sweep `it` covers CLUSTER *
   // TPR chunks, TPR for each CTA in rank order, so that a row that does not fill the last sweep
   // leaves every CTA some columns (contiguous slices, rounded up to whole sweeps of one CTA,
-  // could leave the last CTAs none). Peeled rows shift the chunks left by the row's
-  // misalignment (tn_shift), so that all but the head and the tail are aligned vectors.
+  // could leave the last CTAs none).
+  // Peeled rows (alignment peeling): chunk slots before BODY_SLOTS hold the row's whole
+  // aligned vectors, from its first VEC-aligned column tn_head on; the two slots after them
+  // hold the remainder, the chunk that ends at tn_head (the head's columns) and the one after
+  // the last whole vector (the tail's), both partly outside the row (tn::remainder_column).
+  // A body chunk is inside the row or past it, so only the remainder's chunks test columns,
+  // and sweeps before BODY_SWEEPS, which hold body slots only, fold every test away. (Chunks
+  // shifted by the misalignment instead put the head in the first sweep, so that every thread
+  // tested the columns of two sweeps.)
   // A cluster kernel cannot prove a chunk inside the row from its rank, so the chunk tests inside
   // its loads and stores stay in the code even where the chunks tile the row exactly (and the
   // generated code leaves its own out, see covers_row_exactly). The backwards wrap the column
@@ -491,12 +498,22 @@ class Emitter {
   // without the tests' branches ptxas 13.0 sank the next row's prefetch past the exchange wait
   // there (LayerNorm fp32 N = 131072 81 -> 67%, bf16 262144 62 -> 55%).
   std::string chunk_column() const {
-    const std::string column =
-        std::string(clustered_ ? "((it * CLUSTER + tn_rank) * TPR + lane) * VEC"
-                               : "(it * TPR + lane) * VEC") +
-        (peel() ? " - tn_shift" : "");
+    if (peel()) {
+      return "(" + body_chunk() + " ? tn_head + " + chunk_slot() +
+             " * VEC : tn::remainder_column<VEC, N>(" + chunk_slot() + " - BODY_SLOTS, tn_head))";
+    }
+    const std::string column = chunk_slot() + " * VEC";
     const bool declared_inside = clustered_ && covers_row_exactly() && plan_.needs_finish();
     return declared_inside ? "tn::column_inside<N>(" + column + ")" : column;
+  }
+  // The index of this thread's chunk `it` among the row's chunk slots.
+  std::string chunk_slot() const {
+    return clustered_ ? "((it * CLUSTER + tn_rank) * TPR + lane)" : "(it * TPR + lane)";
+  }
+  // Peeled rows: whether chunk `it` is a whole vector of the body (else a remainder chunk).
+  std::string body_chunk() const {
+    return "(it < BODY_SWEEPS || (it * " + std::string(clustered_ ? "CLUSTER * TPR" : "TPR") +
+           " < BODY_SLOTS && " + chunk_slot() + " < BODY_SLOTS))";
   }
   bool peel() const { return spec_.peel_rows; }
   // Whether the chunks of all threads (of every CTA of a cluster) tile N exactly, with no
@@ -511,10 +528,18 @@ class Emitter {
     return std::int64_t{spec_.config.threads_per_row} * std::max(1, spec_.config.ctas_per_row);
   }
   // Sweeps before FULL_ITERS lie wholly inside the row for every thread, so only the later
-  // ones test their chunks: the test folds away in the unrolled loops.
-  std::int64_t full_iters() const { return spec_.n / spec_.config.vec / sweep_chunks(); }
+  // ones test their chunks: the test folds away in the unrolled loops. A peeled row has at
+  // least (N - VEC + 1) / VEC whole vectors (when it starts one column past a boundary).
+  std::int64_t full_iters() const {
+    const std::int64_t vec = spec_.config.vec;
+    const std::int64_t chunks =
+        peel() ? std::max<std::int64_t>(spec_.n - vec + 1, 0) / vec : spec_.n / vec;
+    return chunks / sweep_chunks();
+  }
   std::string chunk_in_row() const {
-    return covers_row_exactly() ? "true" : "(it < FULL_ITERS || c0 < N)";
+    return covers_row_exactly() ? "true"
+           : peel() ? "(it < FULL_ITERS || (" + body_chunk() + " ? c0 + VEC <= N : c0 < N))"
+                    : "(it < FULL_ITERS || c0 < N)";
   }
   // The raw chunk c0 of row input `s` from `row_pointer`, or zeros where `valid` (a condition)
   // is false or the chunk lies past the row.
@@ -525,12 +550,12 @@ class Emitter {
            (peel() ? "_peeled<" : "<") + t + ", VEC, N>(" + row_pointer + ", c0" + interior_arg() +
            ") : tn::raw_zero<" + t + ", VEC>()";
   }
-  // The trailing argument of a row chunk's load or store: for a peeled row, whether chunk `it`
-  // is a whole vector inside the row for every thread (the first sweep holds the head).
-  std::string interior_arg() const { return peel() ? ", it > 0 && it < FULL_ITERS" : ""; }
-  // Where chunk c0 sits in a row's shared-memory stash: at its chunk index times VEC, which
+  // The trailing argument of a peeled row chunk's load or store: whether chunk `it` is a whole
+  // vector of the body (else one of the remainder's two chunks).
+  std::string interior_arg() const { return peel() ? ", " + body_chunk() : ""; }
+  // Where chunk c0 sits in a row's shared-memory stash: at its chunk slot times VEC, which
   // for peeled rows is not its column.
-  std::string stash_offset() const { return peel() ? "(c0 + tn_shift)" : "c0"; }
+  std::string stash_offset() const { return peel() ? chunk_slot() + " * VEC" : "c0"; }
 
   // ---- Names.
   // The one thread that writes a row's scalar results (every CTA of a cluster has them).
@@ -680,6 +705,12 @@ class Emitter {
          << (covers_row_exactly() ? ""
                                   : "  constexpr int FULL_ITERS = " + std::to_string(full_iters()) +
                                         ";  // sweeps wholly inside the row\n")
+         << (peel()
+                 ? "  constexpr int BODY_SLOTS = N / VEC;  // chunk slots of whole vectors, then "
+                   "the remainder's\n  constexpr int BODY_SWEEPS = " +
+                       std::to_string(spec_.n / spec_.config.vec / sweep_chunks()) +
+                       ";  // sweeps of body slots only\n"
+                 : "")
          << "  const int lane = threadIdx.x % TPR;\n"
          << "  const int row_in_cta = threadIdx.x / TPR;\n";
     if (clustered_) {
@@ -757,7 +788,9 @@ class Emitter {
     }
     out_ << "  if (row_in_cta == 0) {\n    for (int it = 0; it < ITERS; ++it) {\n"
          << "      const int c0 = " << chunk_column() << ";\n"
-         << (covers_row_exactly() ? "" : "      if (!" + chunk_in_row() + ") break;\n")
+         << (covers_row_exactly() ? ""
+             : peel()             ? "      if (!" + chunk_in_row() + ") continue;\n"
+                                  : "      if (!" + chunk_in_row() + ") break;\n")
          << copies.str() << "    }\n  }\n  __syncthreads();\n";
   }
   // Where this thread's chunk `it` of column parameter `slot` sits in its shared copy.
@@ -959,6 +992,7 @@ class Emitter {
       if (s.shape != Shape::tile) continue;
       out_ << "  const int tn_shift = static_cast<int>(reinterpret_cast<unsigned long long>(row"
            << i << ") / sizeof(" << slot_type(s) << ") % VEC);  // alignment peeling\n";
+      emit_head();
       return;
     }
     throw ProgramError("codegen: program '" + p_.name + "' has no row tensor to peel");
@@ -976,10 +1010,14 @@ class Emitter {
            << s.name << ") / sizeof(" << slot_type(s) << ") + static_cast<unsigned long long>("
            << block_index_ << " * RPC + row_in_cta) * static_cast<unsigned long long>(stride_"
            << s.name << ")) % VEC);  // alignment peeling, the same in every row of this thread\n";
+      emit_head();
       return;
     }
     throw ProgramError("codegen: program '" + p_.name + "' has no row tensor to peel");
   }
+
+  // The columns before a peeled row's first VEC-aligned column.
+  void emit_head() { out_ << "  const int tn_head = (VEC - tn_shift) % VEC;\n"; }
 
   // Rows in registers are held raw (16-bit types packed two to a register) and converted to
   // fp32 chunk by chunk in each pass: half the registers of fp32 copies, for one cheap
@@ -1071,7 +1109,7 @@ class Emitter {
         out_ << "  tn::Comoment acc" << r << " = tn::comoment_identity();\n"
              << "  float cm" << r << "_sum_a = 0.0f"
              << (one_sum(r) ? "" : ", cm" + std::to_string(r) + "_sum_b = 0.0f")
-             << (covers_row_exactly() ? "" : ", cm" + std::to_string(r) + "_n = 0.0f") << ";\n";
+             << (counts_columns() ? ", cm" + std::to_string(r) + "_n = 0.0f" : "") << ";\n";
       } else {
         out_ << "  float acc" << r << " = tn::identity<" << reduce_op_constant(g_.node(r).op)
              << ">();\n";
@@ -1105,18 +1143,13 @@ class Emitter {
       if (is_comoment(r)) {
         // The first of a co-moment's two passes over this thread's columns: their sums.
         const std::string c = "cm" + std::to_string(r);
-        const bool counted = !covers_row_exactly() && !count_per_chunk();
-        const bool unmasked =
-            !counted && vanishes_outside_row(n.args[0]) && vanishes_outside_row(n.args[1]);
-        out_ << "        " << (unmasked ? "" : column_mask()) << "{\n          " << c
+        out_ << "        " << column_mask() << "{\n          " << c
              << "_sum_a += " << ref(n.args[0]) << ";\n"
              << (one_sum(r) ? "" : "          " + c + "_sum_b += " + ref(n.args[1]) + ";\n")
-             << (counted ? "          " + c + "_n += 1.0f;\n" : "") << "        }\n";
+             << (counts_columns() ? "          " + c + "_n += 1.0f;\n" : "") << "        }\n";
         continue;
       }
-      const bool unmasked =
-          reduce_op_constant(n.op) == "tn::kSum" && vanishes_outside_row(n.args[0]);
-      out_ << "        " << (unmasked ? "" : column_mask()) << "acc" << r << " = tn::combine<"
+      out_ << "        " << column_mask() << "acc" << r << " = tn::combine<"
            << reduce_op_constant(n.op) << ">(acc" << r << ", " << ref(n.args[0]) << ");\n";
     }
     for (std::size_t k = 0; k < column_sums.size(); ++k) {
@@ -1137,13 +1170,6 @@ class Emitter {
     for (std::size_t i : outputs)
       out_ << "        out" << i << "[v] = " << ref(slot(static_cast<int>(i)).value) << ";\n";
     out_ << "      }\n";
-    for (NodeId r : reductions) {
-      if (is_comoment(r) && count_per_chunk())
-        out_ << "      cm" << r
-             << "_n += static_cast<float>(it > 0 && it < FULL_ITERS ? VEC : min(c0 + VEC, N) - "
-                "max(c0, 0));\n";
-    }
-
     for (std::size_t i : outputs) {
       out_ << "      if (row_valid) tn::store_chunk" << (peel() ? "_peeled<" : "<")
            << slot_type(slot(static_cast<int>(i))) << ", VEC, N>(row" << i << ", c0, out" << i
@@ -1156,66 +1182,20 @@ class Emitter {
     emit_row_reduction(reductions, lp_.reduction_phases[phase]);
   }
 
-  // Reductions skip the columns of a chunk that lie outside the row: past N and, for peeled
-  // rows, before 0.
+  // Reductions skip the columns of a chunk that lie outside the row: past N, or, for peeled
+  // rows, outside [0, N) in the remainder's chunks.
   std::string column_mask() const {
     const bool ragged = spec_.n % spec_.config.vec != 0;
-    return peel()   ? "if ((it > 0 || c0 + v >= 0) && (it < FULL_ITERS || c0 + v < N)) "
+    return peel()   ? "if (" + body_chunk() + " || (c0 + v >= 0 && c0 + v < N)) "
            : ragged ? "if (it < FULL_ITERS || c0 + v < N) "
                     : "";
   }
 
-  // Whether an element value is 0 in the columns of a peeled row's chunks that lie outside the
-  // row, where a sum needs no mask: row and column loads read 0 there (gather_chunk), and
-  // sums, differences and products of such values stay 0. A product asks both factors, so that
-  // a row constant that is infinite (0 * inf) cannot bring a NaN in from outside the row.
-  // Not on clusters: without the mask of Σ w·dy, ptxas spilled LayerNorm's fp32 backward at N =
-  // 4097 on 4 x 128 threads.
-  bool vanishes_outside_row(NodeId id) const {
-    if (!peel() || clustered_) return false;
-    const Node& n = g_.node(id);
-    switch (n.op) {
-      case Op::load:
-        return n.shape == Shape::tile || n.shape == Shape::column;
-      case Op::neg:
-      case Op::abs:
-      case Op::round_to:
-        return vanishes_outside_row(n.args[0]);
-      case Op::add:
-      case Op::sub:
-      case Op::mul:
-      case Op::min:
-      case Op::max:
-        return vanishes_outside_row(n.args[0]) && vanishes_outside_row(n.args[1]);
-      case Op::select:
-        return vanishes_outside_row(n.args[1]) && vanishes_outside_row(n.args[2]);
-      case Op::constant:
-      case Op::row_length:
-      case Op::sqrt:  // not with 0 * inf, as above: sqrt passes a NaN through
-      case Op::rsqrt:
-      case Op::exp:
-      case Op::log:
-      case Op::tanh:
-      case Op::sigmoid:
-      case Op::div:
-      case Op::pow:
-      case Op::less:
-      case Op::less_equal:
-      case Op::greater:
-      case Op::greater_equal:
-      case Op::reduce_sum:
-      case Op::reduce_mean:
-      case Op::reduce_max:
-      case Op::reduce_min:
-      case Op::comoment:
-        return false;
-    }
-    return false;
+  // Whether column c0 + v of a chunk lies in the row, where column partial sums are written.
+  std::string column_in_row() const {
+    return peel() ? "(" + body_chunk() + " ? c0 + VEC <= N : c0 + v >= 0 && c0 + v < N)"
+                  : "c0 + v < N";
   }
-
-  // Whether column c0 + v of a chunk lies in the row, where column partial sums are written:
-  // a peeled row's head chunk starts before column 0.
-  std::string column_in_row() const { return peel() ? "c0 + v >= 0 && c0 + v < N" : "c0 + v < N"; }
 
   // The prelude's template flags for combining co-moment r's states: tn::Counts (equal when
   // every thread holds the same number of columns; positive when each holds some, which a
@@ -1230,15 +1210,18 @@ class Emitter {
     return comoment_counts() + ", " + (is_variance(r) ? "true" : "false");
   }
   bool is_variance(NodeId r) const { return g_.node(r).args[0] == g_.node(r).args[1]; }
-  // The first pass of a co-moment in a peeled row on one CTA that handles one row block at a
-  // time: its count is added once per chunk (folded to VEC in the unrolled interior chunks)
-  // instead of 1.0f per column, and a variance sums its operand once. Peeled rows mask every
-  // column of their head and tail, which kept those adds apart: LayerNorm bf16 N = 2881 68.5 ->
-  // 71.1%, 4097 66.8 -> 68.4% (twentieth session, run 4). Not elsewhere: the same code measured
-  // 85.0 -> 80.5% at the aligned N = 2880, and it raised the registers of peeled persistent
-  // cluster kernels (LayerNorm bf16 12345 62.5 -> 60.0%; N = 65536 80 -> 128 registers).
-  bool count_per_chunk() const { return peel() && !persistent_ && !clustered_; }
-  bool one_sum(NodeId r) const { return count_per_chunk() && is_variance(r); }
+  // Peeled rows on one CTA (of several warps) center a co-moment on the row's own averages,
+  // summed across the row first (a barrier more), and a variance sums its operand once: their
+  // threads hold unequal numbers of columns, whose states combined with a division per step
+  // (LayerNorm bf16 N = 4097: 185 instructions per warp and row for the combines, against 70
+  // aligned, twenty-first session, run 3).
+  bool centers_on_row_average() const { return peel() && !clustered_ && !row_in_one_warp(); }
+  bool one_sum(NodeId r) const { return centers_on_row_average() && is_variance(r); }
+  // Whether a co-moment's states carry a count of columns: where they combine with unequal
+  // ones (otherwise the count is N, or equal per thread).
+  bool counts_columns() const {
+    return !covers_row_exactly() && !row_in_one_warp() && !centers_on_row_average();
+  }
   // Whether one warp's shuffles reach every column of a row (no barrier, no cluster exchange).
   bool row_in_one_warp() const { return geo_.warps_per_row == 1 && !clustered_; }
 
@@ -1259,7 +1242,7 @@ class Emitter {
         } else {
           out_ << "      tn::" << (peel() ? "load_column_chunk_peeled<" : "load_chunk<")
                << slot_type(s) << ", VEC, N>(p_" << s.name << ", c0, col" << n.index
-               << interior_arg() << ");\n";
+               << (peel() ? ", " + body_chunk() + ", it > 0" : "") << ");\n";
         }
       }
     }
@@ -1300,6 +1283,25 @@ class Emitter {
           out_ << "  " << acc << ".avg_" << side << " = tn::group_allreduce<tn::kSum, " << width
                << ">(" << c << "_sum_" << side << ") * (1.0f / static_cast<float>(N));\n";
         }
+      } else if (centers_on_row_average()) {
+        // The row's sums first (a barrier), then its averages.
+        const std::size_t k = max_state_floats_per_phase(lp_);
+        out_ << "  " << acc << ".n = static_cast<float>(N);\n"
+             << "  {\n    float* partials = tn_partials[tn_parity] + row_in_cta * WARPS_PER_ROW * "
+             << k << ";\n    tn_parity ^= 1;\n";
+        for (std::size_t i = 0; i < sides.size(); ++i) {
+          out_ << "    const float sum_" << sides[i] << " = tn::group_allreduce<tn::kSum, " << width
+               << ">(" << c << "_sum_" << sides[i] << ");\n"
+               << "    if (lane % 32 == 0) partials[warp_in_row * " << k << " + " << i << "] = sum_"
+               << sides[i] << ";\n";
+        }
+        out_ << "    __syncthreads();\n";
+        for (std::size_t i = 0; i < sides.size(); ++i) {
+          out_ << "    " << acc << ".avg_" << sides[i]
+               << " = tn::combine_partials<tn::kSum, WARPS_PER_ROW>(partials + " << i << ", " << k
+               << ") * (1.0f / static_cast<float>(N));\n";
+        }
+        out_ << "  }\n";
       } else if (covers_row_exactly()) {
         out_ << "  " << acc << ".n = static_cast<float>(ITERS * VEC);\n";
         for (const std::string& side : sides) {
@@ -1372,7 +1374,7 @@ class Emitter {
   void emit_row_reduction(const std::vector<NodeId>& reductions, const std::vector<NodeId>& phase) {
     const int width = std::min(spec_.config.threads_per_row, 32);
     for (NodeId r : reductions) {
-      if (is_comoment(r) && row_in_one_warp()) {
+      if (is_comoment(r) && (row_in_one_warp() || centers_on_row_average())) {
         out_ << "  acc" << r << ".c = tn::group_allreduce<tn::kSum, " << width << ">(acc" << r
              << ".c);\n";
       } else if (is_comoment(r)) {
@@ -1389,24 +1391,33 @@ class Emitter {
       // a buffer comes after the next phase's barrier, which every reader has passed.
       out_ << "  {\n    float* partials = tn_partials[tn_parity] + row_in_cta * WARPS_PER_ROW * "
            << k << ";\n    tn_parity ^= 1;\n    if (lane % 32 == 0) {\n";
+      // A co-moment centered on the row's averages has only its centered sum left to add.
+      const bool sums_c_only = centers_on_row_average();
       std::size_t offset = 0;
       for (NodeId r : reductions) {
         for (std::size_t f = 0; f < state_floats(g_.node(r)); ++f) {
+          const std::string field =
+              is_comoment(r) ? std::string(codegen_sm90::kComomentFields[f]) : "";
+          if (sums_c_only && is_comoment(r) && field != "c") continue;
           out_ << "      partials[warp_in_row * " << k << " + " << offset + f << "] = acc" << r
-               << (is_comoment(r) ? std::string(".") + codegen_sm90::kComomentFields[f] : "")
-               << ";\n";
+               << (field.empty() ? "" : "." + field) << ";\n";
         }
         offset += state_floats(g_.node(r));
       }
       out_ << "    }\n    __syncthreads();\n";
       offset = 0;
       for (NodeId r : reductions) {
-        out_ << "    acc" << r << " = "
-             << (is_comoment(r)
-                     ? "tn::combine_comoment_partials<WARPS_PER_ROW, " + comoment_flags(r) + ">"
-                     : "tn::combine_partials<" + reduce_op_constant(g_.node(r).op) +
-                           ", WARPS_PER_ROW>")
-             << "(partials + " << offset << ", " << k << ");\n";
+        if (is_comoment(r) && sums_c_only) {
+          out_ << "    acc" << r << ".c = tn::combine_partials<tn::kSum, WARPS_PER_ROW>(partials + "
+               << offset + state_floats(g_.node(r)) - 1 << ", " << k << ");\n";
+        } else {
+          out_ << "    acc" << r << " = "
+               << (is_comoment(r)
+                       ? "tn::combine_comoment_partials<WARPS_PER_ROW, " + comoment_flags(r) + ">"
+                       : "tn::combine_partials<" + reduce_op_constant(g_.node(r).op) +
+                             ", WARPS_PER_ROW>")
+               << "(partials + " << offset << ", " << k << ");\n";
+        }
         offset += state_floats(g_.node(r));
       }
       out_ << "  }\n";

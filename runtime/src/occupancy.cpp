@@ -43,6 +43,16 @@ CompiledKernel compile_for_occupancy(const CompileRequest& request, int threads_
                                      std::size_t shared_memory_per_sm, int cta_limit,
                                      const DiskCache* cache) {
   CompiledKernel first = compile_cached(request, cache);
+  if (first.spills()) {
+    // Given no minimum of CTAs per SM, ptxas may hold a kernel to fewer registers than it needs
+    // and spill (a peeled RMSNorm, bf16 N = 4103 on 128 threads: 64 registers and 8 bytes
+    // spilled inside the row loop, NVRTC 13.0); an explicit minimum of one lets it take them
+    // (77 registers, no spill). The kernel that does not spill is the one to run.
+    CompileRequest relaxed = request;
+    relaxed.options.push_back("-D" + std::string(kMinCtasMacro) + "=1");
+    CompiledKernel unspilled = compile_cached(relaxed, cache);
+    if (!unspilled.spills()) first = std::move(unspilled);
+  }
   if (first.registers <= 0) return first;
   const int ctas = ctas_per_sm_by_registers(threads_per_block, first.registers, request.arch);
   if (ctas > cta_limit) return first;

@@ -1566,7 +1566,8 @@ std::string kernel_text(const tilenorm::GeneratedKernel& kernel) {
 
 }  // namespace
 
-TEST_CASE("codegen: peeled rows shift their chunks and load the ends element by element") {
+TEST_CASE(
+    "codegen: peeled rows hold whole vectors from their first aligned column, then the rest") {
   const auto program = lowered("layer_norm");
   const KernelSpec peeled{DType::bf16, DType::bf16, 4097, config(128, 1, 8, RowStorage::registers),
                           true};
@@ -1575,44 +1576,56 @@ TEST_CASE("codegen: peeled rows shift their chunks and load the ends element by 
   CHECK(contains(text,
                  "const int tn_shift = static_cast<int>(reinterpret_cast<unsigned long "
                  "long>(row0) / sizeof(tn::bf16) % VEC);"));
-  CHECK(contains(text, "const int c0 = (it * TPR + lane) * VEC - tn_shift;"));
-  CHECK(contains(text,
-                 "tn::fetch_chunk_peeled<tn::bf16, VEC, N>(row0, c0, it > 0 && it < FULL_ITERS)"));
-  CHECK(contains(text,
-                 "tn::load_column_chunk_peeled<tn::bf16, VEC, N>(p_weight, c0, col4, it > "
-                 "0 && it < FULL_ITERS);"));
-  CHECK(contains(text, "tn::store_chunk_peeled<tn::bf16, VEC, N>("));
-  // The final pass takes the head's sweep last, after the interior sweeps.
-  CHECK(contains(text, "    const int it = (sweep + 1) % ITERS;\n"));
-  // Reductions skip the head's columns before 0 as well as the tail's past N, where what they
-  // add is not 0 there: LayerNorm's co-moment centers x in its second pass, but its first
-  // pass sums x, which reads 0 outside the row.
-  const std::string masked = "if ((it > 0 || c0 + v >= 0) && (it < FULL_ITERS || c0 + v < N)) ";
+  CHECK(contains(text, "const int tn_head = (VEC - tn_shift) % VEC;"));
+  // Slots before BODY_SLOTS hold whole vectors from column tn_head on, the rest one column of
+  // the head or the tail each; the first BODY_SWEEPS sweeps hold body slots only.
+  CHECK(contains(text, "constexpr int BODY_SLOTS = N / VEC;"));
+  CHECK(contains(text, "constexpr int BODY_SWEEPS = 4;"));
+  const std::string body =
+      "(it < BODY_SWEEPS || (it * TPR < BODY_SLOTS && (it * TPR + lane) < BODY_SLOTS))";
+  CHECK(contains(text, "const int c0 = (" + body +
+                           " ? tn_head + (it * TPR + lane) * VEC : tn::remainder_column<VEC, "
+                           "N>((it * TPR + lane) - BODY_SLOTS, tn_head));"));
+  CHECK(contains(text, "tn::fetch_chunk_peeled<tn::bf16, VEC, N>(row0, c0, " + body + ")"));
+  CHECK(contains(text, "tn::load_column_chunk_peeled<tn::bf16, VEC, N>(p_weight, c0, col4, " +
+                           body + ", it > 0);"));
+  CHECK(contains(text, "tn::store_chunk_peeled<tn::bf16, VEC, N>(row6, c0, out6, " + body + ")"));
+  // A body chunk is inside the row or past it; the remainder's two chunks test their columns.
+  CHECK(contains(text, "(it < FULL_ITERS || (" + body + " ? c0 + VEC <= N : c0 < N))"));
+  const std::string masked = "if (" + body + " || (c0 + v >= 0 && c0 + v < N)) ";
   CHECK(contains(text, masked + "acc4.c += "));
-  CHECK(contains(text, "        {\n          cm4_sum_a += in0[v];"));
-  // On one CTA per row the count of columns is added once per chunk, and a variance sums its
-  // operand once.
+  CHECK(contains(text, masked + "{\n          cm4_sum_a += in0[v];"));
+  // The final pass takes the first sweep last, after the ones whose column loads need no test.
+  CHECK(contains(text, "    const int it = (sweep + 1) % ITERS;\n"));
+  // Threads hold unequal numbers of columns: the co-moment is centered on the row's average,
+  // summed across the row first, so only its centered sums are added up (no counts, no
+  // combines of states), and a variance sums its operand once.
+  CHECK(contains(text, "acc4.n = static_cast<float>(N);"));
   CHECK(contains(text,
-                 "_n += static_cast<float>(it > 0 && it < FULL_ITERS ? VEC : min(c0 + VEC, N) - "
-                 "max(c0, 0));"));
+                 "acc4.avg_a = tn::combine_partials<tn::kSum, WARPS_PER_ROW>(partials + 0, "
+                 "4) * (1.0f / static_cast<float>(N));"));
+  CHECK(contains(text, "acc4.c = tn::combine_partials<tn::kSum, WARPS_PER_ROW>(partials + 3, 4);"));
+  CHECK_FALSE(contains(text, "comoment_allreduce"));
+  CHECK_FALSE(contains(text, "combine_comoment_partials"));
   CHECK_FALSE(contains(text, "_n += 1.0f;"));
   CHECK_FALSE(contains(text, "_sum_b"));
   CHECK(contains(text, ".avg_b = acc"));
-  // Persistent peeled kernels keep a count per column and both sums.
+  // So do persistent ones; a cluster's CTAs combine states that keep a count per column.
   const std::string persistent = kernel_text(tilenorm::generate_cuda(
       program, {DType::bf16, DType::bf16, 4097, config(128, 1, 8, RowStorage::prefetched), true}));
-  CHECK(contains(persistent, "_n += 1.0f;"));
-  CHECK(contains(persistent, "_sum_b"));
-  CHECK(contains(persistent, masked + "{\n          cm4_sum_a += in0[v];"));
-  // RMSNorm's sum of squares is 0 outside the row too.
+  CHECK(contains(persistent, "acc4.n = static_cast<float>(N);"));
+  CHECK_FALSE(contains(persistent, "_n += 1.0f;"));
+  KernelConfig clustered = config(256, 1, 8, RowStorage::prefetched);
+  clustered.ctas_per_row = 2;
+  const std::string cluster = kernel_text(
+      tilenorm::generate_cuda(program, {DType::bf16, DType::bf16, 12345, clustered, true}));
+  CHECK(contains(cluster, "_n += 1.0f;"));
+  CHECK(contains(cluster, "_sum_b"));
+  CHECK(contains(cluster, "comoment_allreduce"));
   const std::string rms = kernel_text(tilenorm::generate_cuda(lowered("rms_norm"), peeled));
-  CHECK(contains(rms, "        acc3 = tn::combine<tn::kSum>(acc3, e2);"));
-  CHECK_FALSE(contains(rms, masked));
-  // A maximum is not: 0 could exceed every value of the row.
-  const std::string max_abs =
-      kernel_text(tilenorm::generate_cuda(tilenorm::lower(four_reductions()), peeled));
-  CHECK(contains(max_abs, masked + "acc"));
-  // 4097 columns shifted by up to 7 take 513 chunks: 5 per thread.
+  CHECK(contains(rms, masked + "acc3 = tn::combine<tn::kSum>(acc3, e2);"));
+  // 4097 columns take at most 512 whole vectors, then the remainder's two chunks: 5 sweeps of
+  // 128.
   CHECK(contains(text, "constexpr int ITERS = 5;"));
   // Without peeling nothing of it is generated, and the chunk column is the plain one.
   KernelSpec aligned = peeled;
@@ -1623,7 +1636,7 @@ TEST_CASE("codegen: peeled rows shift their chunks and load the ends element by 
   CHECK_FALSE(contains(plain, "rows peeled"));
   CHECK(contains(plain, "const int c0 = (it * TPR + lane) * VEC;"));
   CHECK(contains(plain, "tn::load_chunk<tn::bf16, VEC, N>(p_weight, c0, col"));
-  // An aligned N of 4096 needs one more chunk when peeled: 4 per thread, then 5.
+  // An aligned N of 4096 needs a sweep more when peeled, for the remainder: 4, then 5.
   CHECK(contains(kernel_text(tilenorm::generate_cuda(
                      program, {DType::bf16, DType::bf16, 4096,
                                config(128, 1, 8, RowStorage::registers), false})),
@@ -1640,18 +1653,23 @@ TEST_CASE("codegen: a peeled shared-memory stash is laid out by chunk, not by co
                         true};
   const auto kernel = tilenorm::generate_cuda(program, spec);
   const std::string text = kernel_text(kernel);
+  const std::string body =
+      "(it < BODY_SWEEPS || (it * TPR < BODY_SLOTS && (it * TPR + lane) < BODY_SLOTS))";
   CHECK(contains(text,
-                 "tn::load_chunk_and_stash_peeled<tn::bf16, VEC, N>(row0, stash0 + (c0 + "
-                 "tn_shift), c0, in0, it > 0 && it < FULL_ITERS)"));
-  CHECK(contains(text, "tn::load_stashed_chunk<tn::bf16, VEC>(stash0 + (c0 + tn_shift), in0)"));
-  // (2047 + 7) / 8 rounded up: 257 chunks of 8 bf16 values per row, 2 rows.
+                 "tn::load_chunk_and_stash_peeled<tn::bf16, VEC, N>(row0, stash0 + (it * TPR + "
+                 "lane) * VEC, c0, in0, " +
+                     body + ")"));
+  CHECK(contains(text,
+                 "tn::load_stashed_chunk<tn::bf16, VEC>(stash0 + (it * TPR + lane) * VEC, "
+                 "in0)"));
+  // 2047 / 8 = 255 whole vectors and the remainder's 2: 257 chunks of 8 bf16 values per row,
+  // 2 rows.
   CHECK(kernel.dynamic_shared_bytes == 257 * 8 * 2 * 2);
   CHECK(contains(text, "stash0 = reinterpret_cast<tn::bf16*>(tn_stash_next) + row_in_cta * 2056;"));
   // Global storage re-reads the row with the same peeled loads.
   const auto global = kernel_text(tilenorm::generate_cuda(
       program, {DType::bf16, DType::bf16, 2047, config(256, 2, 8, RowStorage::global), true}));
-  CHECK(contains(
-      global, "tn::load_chunk_peeled<tn::bf16, VEC, N>(row0, c0, in0, it > 0 && it < FULL_ITERS)"));
+  CHECK(contains(global, "tn::load_chunk_peeled<tn::bf16, VEC, N>(row0, c0, in0, " + body + ")"));
 }
 
 TEST_CASE("codegen: kernels that sum across rows peel one row per CTA, at one shift per thread") {
@@ -1686,11 +1704,12 @@ TEST_CASE("codegen: kernels that sum across rows peel one row per CTA, at one sh
          at = text.find("const int tn_shift", at + 1))
       ++shifts;
     CHECK(shifts == 1);
-    CHECK(contains(text,
-                   "tn::fetch_chunk_peeled<tn::bf16, VEC, N>(fetch0, c0, it > 0 && it < "
-                   "FULL_ITERS)"));
-    // The head chunk starts before column 0: its columns there get no partial sum written.
-    CHECK(contains(text, "c0 + v >= 0 && c0 + v < N"));
+    const std::string body =
+        "(it < BODY_SWEEPS || (it * TPR < BODY_SLOTS && (it * TPR + lane) < BODY_SLOTS))";
+    CHECK(contains(text, "tn::fetch_chunk_peeled<tn::bf16, VEC, N>(fetch0, c0, " + body + ")"));
+    // Partial sums are written for the columns of body chunks inside the row, and for those of
+    // the remainder's chunks that lie in it.
+    CHECK(contains(text, "(" + body + " ? c0 + VEC <= N : c0 + v >= 0 && c0 + v < N)"));
     // The CTAs of a fold hold consecutive rows at different shifts: no fold.
     CHECK_FALSE(kernel.folds_partials);
     // The CTA copies its column parameters to shared memory once, at its shift (element by

@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <utility>
 
 #include "tilenorm/dsl/codegen.hpp"
@@ -99,4 +100,30 @@ TEST_CASE("occupancy: a persistent kernel at three CTAs per SM is not squeezed t
   CHECK(built.fitted(kH200SharedPerSm, limit).registers == built.plain.registers);
   // With room for more CTAs, the same kernel would be squeezed to four.
   CHECK(ctas_per_sm_by_registers(128, built.fitted(kH200SharedPerSm, 32).registers, "sm_90") == 4);
+}
+
+TEST_CASE("occupancy: a kernel that spills with no minimum of CTAs is compiled with one") {
+  // A peeled RMSNorm at bf16 N = 4103 on 128 threads, in registers (the heuristic's
+  // configuration): given no minimum, NVRTC 13.0 held it to 64 registers and spilled; with a
+  // minimum of one CTA per SM it spills nothing, and that kernel is the one built.
+  const tilenorm::KernelSpec spec{tilenorm::DType::bf16,
+                                  tilenorm::DType::bf16,
+                                  4103,
+                                  {128, 1, 8, static_cast<int>(tilenorm::RowStorage::registers), 1},
+                                  true};
+  const tilenorm::GeneratedKernel kernel = tilenorm::generate_cuda(
+      tilenorm::lower(tilenorm::kernels::builtin_program("rms_norm")), spec);
+  const tilenorm::CompileRequest request{kernel.source, kernel.name, "sm_90", {}};
+  tilenorm::CompileRequest relaxed = request;
+  relaxed.options.push_back("-D" + std::string(tilenorm::kMinCtasMacro) + "=1");
+  const tilenorm::CompiledKernel plain = tilenorm::compile_cached(request, nullptr);
+  const tilenorm::CompiledKernel one_cta = tilenorm::compile_cached(relaxed, nullptr);
+  CAPTURE(plain.registers);
+  CAPTURE(one_cta.registers);
+  REQUIRE_FALSE(one_cta.spills());
+  if (!plain.spills()) MESSAGE("this NVRTC does not spill the plain compile: the fallback is idle");
+  const tilenorm::CompiledKernel fitted = tilenorm::compile_for_occupancy(
+      request, kernel.threads_per_block, kernel.dynamic_shared_bytes, kH200SharedPerSm,
+      tilenorm::occupancy_cta_limit(kernel), nullptr);
+  CHECK_FALSE(fitted.spills());
 }
