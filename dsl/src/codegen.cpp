@@ -211,6 +211,11 @@ namespace {
 constexpr std::int64_t kSharedPartialsMinValues = 32;
 constexpr std::int64_t kSharedPartialsMaxBytes = 128 * 1024;
 constexpr std::int64_t kColumnStashMaxBytes = 48 * 1024;
+// A peeled row's whole copy may take more: without it, LayerNorm bf16 N = 12345 (49380 bytes
+// of weight and bias) on 256 threads, prefetched, held 214 registers and ran at 38.5% of the
+// copy ceiling, where RMSNorm's copy (24690 bytes) ran at 84.8% (twenty-second session, run 1,
+// tilenorm-tune --show-candidates).
+constexpr std::int64_t kPeeledColumnCopyMaxBytes = 64 * 1024;
 
 // The row stashes of RowStorage::shared.
 std::size_t row_stash_bytes(const LoweredProgram& lp, const KernelSpec& spec) {
@@ -237,32 +242,6 @@ std::size_t shared_partials_bytes(const LoweredProgram& lp, const KernelSpec& sp
   return values >= kSharedPartialsMinValues && bytes <= kSharedPartialsMaxBytes
              ? static_cast<std::size_t>(bytes)
              : 0;
-}
-
-// Shared memory for the copies of the column parameters that a persistent cluster kernel
-// reads, or 0. Such a kernel reads its slice of them for every row it handles, each time
-// after waiting on the cluster's exchange; the copy is made once per CTA while it fits in
-// kColumnStashMaxBytes. Measured on the H200 (bf16, 2026-11-30): cluster kernels gained 1-7
-// points of the copy ceiling (RMSNorm forward N = 262144 72.7 -> 79.7%, backward 32768 57.7 ->
-// 62.3%), while persistent kernels of one CTA per row lost up to 9 (LayerNorm backward N =
-// 5120 73.9 -> 64.6%): there the parameters stay in L1 from row to row.
-std::size_t column_stash_bytes(const LoweredProgram& lp, const KernelSpec& spec) {
-  // A persistent kernel that peels one row per CTA (at one shift for all of its rows: see
-  // peeled_grid in the runtime) keeps a copy at that shift, which spares every row the
-  // extraction of its misaligned column chunks from two aligned vectors: in LayerNorm's
-  // backward (bf16 N = 12345, 512 threads) those extractions spilled 408-2916 bytes (NVRTC
-  // 13.0, sm_90) where the copy spills nothing.
-  // (Row groups of a CTA start at different shifts: they read their own.)
-  const bool peeled_copy = spec.peel_rows && spec.config.rows_per_cta == 1;
-  if (!persistent_kernel(lp, spec) || (spec.config.ctas_per_row == 1 && !peeled_copy)) return 0;
-  const std::int64_t columns = slice_columns(spec);
-  std::int64_t bytes = 0;
-  for (const ir::Slot& slot : lp.program.slots) {
-    if (slot.role == ir::Role::read && slot.shape == ir::Shape::column)
-      bytes += columns * static_cast<std::int64_t>(
-                             dtype_size(ir::storage_dtype(slot, spec.io_dtype, spec.param_dtype)));
-  }
-  return bytes <= kColumnStashMaxBytes ? static_cast<std::size_t>(bytes) : 0;
 }
 
 // The registers per thread that rows in registers hold across a row block's passes: the raw
@@ -340,6 +319,34 @@ std::int64_t row_input_bytes(const LoweredProgram& program, DType io_dtype, DTyp
           static_cast<std::int64_t>(dtype_size(ir::storage_dtype(slot, io_dtype, param_dtype)));
   }
   return bytes;
+}
+
+// Shared memory for the copies of the column parameters that a persistent cluster kernel
+// reads, or 0. Such a kernel reads its slice of them for every row it handles, each time
+// after waiting on the cluster's exchange; the copy is made once per CTA while it fits in
+// kColumnStashMaxBytes. Measured on the H200 (bf16, 2026-11-30): cluster kernels gained 1-7
+// points of the copy ceiling (RMSNorm forward N = 262144 72.7 -> 79.7%, backward 32768 57.7 ->
+// 62.3%), while persistent kernels of one CTA per row lost up to 9 (LayerNorm backward N =
+// 5120 73.9 -> 64.6%): there the parameters stay in L1 from row to row.
+std::size_t column_stash_bytes(const LoweredProgram& lp, const KernelSpec& spec) {
+  // A persistent kernel that peels one row per CTA (at one shift for all of its rows: see
+  // peeled_grid in the runtime) keeps a copy at that shift, which spares every row the
+  // extraction of its misaligned column chunks from two aligned vectors: in LayerNorm's
+  // backward (bf16 N = 12345, 512 threads) those extractions spilled 408-2916 bytes (NVRTC
+  // 13.0, sm_90) where the copy spills nothing.
+  // (Row groups of a CTA start at different shifts: they read their own.)
+  const bool peeled_copy = spec.peel_rows && spec.config.rows_per_cta == 1;
+  if (!persistent_kernel(lp, spec) || (spec.config.ctas_per_row == 1 && !peeled_copy)) return 0;
+  const std::int64_t columns = slice_columns(spec);
+  std::int64_t bytes = 0;
+  for (const ir::Slot& slot : lp.program.slots) {
+    if (slot.role == ir::Role::read && slot.shape == ir::Shape::column)
+      bytes += columns * static_cast<std::int64_t>(
+                             dtype_size(ir::storage_dtype(slot, spec.io_dtype, spec.param_dtype)));
+  }
+  const std::int64_t most = peeled_copy && spec.config.ctas_per_row == 1 ? kPeeledColumnCopyMaxBytes
+                                                                         : kColumnStashMaxBytes;
+  return bytes <= most ? static_cast<std::size_t>(bytes) : 0;
 }
 
 std::size_t dynamic_shared_memory_bytes(const LoweredProgram& lp, const KernelSpec& spec) {
@@ -1109,7 +1116,8 @@ class Emitter {
         out_ << "  tn::Comoment acc" << r << " = tn::comoment_identity();\n"
              << "  float cm" << r << "_sum_a = 0.0f"
              << (one_sum(r) ? "" : ", cm" + std::to_string(r) + "_sum_b = 0.0f")
-             << (counts_columns() ? ", cm" + std::to_string(r) + "_n = 0.0f" : "") << ";\n";
+             << (centers_on_warp_average() ? ", cm" + std::to_string(r) + "_n = 0.0f" : "")
+             << ";\n";
       } else {
         out_ << "  float acc" << r << " = tn::identity<" << reduce_op_constant(g_.node(r).op)
              << ">();\n";
@@ -1146,7 +1154,8 @@ class Emitter {
         out_ << "        " << column_mask() << "{\n          " << c
              << "_sum_a += " << ref(n.args[0]) << ";\n"
              << (one_sum(r) ? "" : "          " + c + "_sum_b += " + ref(n.args[1]) + ";\n")
-             << (counts_columns() ? "          " + c + "_n += 1.0f;\n" : "") << "        }\n";
+             << (centers_on_warp_average() ? "          " + c + "_n += 1.0f;\n" : "")
+             << "        }\n";
         continue;
       }
       out_ << "        " << column_mask() << "acc" << r << " = tn::combine<"
@@ -1210,18 +1219,14 @@ class Emitter {
     return comoment_counts() + ", " + (is_variance(r) ? "true" : "false");
   }
   bool is_variance(NodeId r) const { return g_.node(r).args[0] == g_.node(r).args[1]; }
-  // Peeled rows on one CTA (of several warps) center a co-moment on the row's own averages,
-  // summed across the row first (a barrier more), and a variance sums its operand once: their
-  // threads hold unequal numbers of columns, whose states combined with a division per step
-  // (LayerNorm bf16 N = 4097: 185 instructions per warp and row for the combines, against 70
-  // aligned, twenty-first session, run 3).
-  bool centers_on_row_average() const { return peel() && !clustered_ && !row_in_one_warp(); }
-  bool one_sum(NodeId r) const { return centers_on_row_average() && is_variance(r); }
-  // Whether a co-moment's states carry a count of columns: where they combine with unequal
-  // ones (otherwise the count is N, or equal per thread).
-  bool counts_columns() const {
-    return !covers_row_exactly() && !row_in_one_warp() && !centers_on_row_average();
-  }
+  // Where threads hold unequal numbers of columns (rows the sweeps do not tile, peeled rows)
+  // and the row spans several warps, a co-moment is centered on each warp's own averages: the
+  // warp's column count and sums add up with shuffles, so its lanes' states need no combining,
+  // which took a division per shuffle step (LayerNorm bf16 N = 4097: 185 instructions per warp
+  // and row for the combines, against 70 aligned, twenty-first session, run 3). The warps'
+  // states (with their counts) combine once per row, and a variance sums its operand once.
+  bool centers_on_warp_average() const { return !covers_row_exactly() && !row_in_one_warp(); }
+  bool one_sum(NodeId r) const { return centers_on_warp_average() && is_variance(r); }
   // Whether one warp's shuffles reach every column of a row (no barrier, no cluster exchange).
   bool row_in_one_warp() const { return geo_.warps_per_row == 1 && !clustered_; }
 
@@ -1283,36 +1288,23 @@ class Emitter {
           out_ << "  " << acc << ".avg_" << side << " = tn::group_allreduce<tn::kSum, " << width
                << ">(" << c << "_sum_" << side << ") * (1.0f / static_cast<float>(N));\n";
         }
-      } else if (centers_on_row_average()) {
-        // The row's sums first (a barrier), then its averages.
-        const std::size_t k = max_state_floats_per_phase(lp_);
-        out_ << "  " << acc << ".n = static_cast<float>(N);\n"
-             << "  {\n    float* partials = tn_partials[tn_parity] + row_in_cta * WARPS_PER_ROW * "
-             << k << ";\n    tn_parity ^= 1;\n";
-        for (std::size_t i = 0; i < sides.size(); ++i) {
-          out_ << "    const float sum_" << sides[i] << " = tn::group_allreduce<tn::kSum, " << width
-               << ">(" << c << "_sum_" << sides[i] << ");\n"
-               << "    if (lane % 32 == 0) partials[warp_in_row * " << k << " + " << i << "] = sum_"
-               << sides[i] << ";\n";
-        }
-        out_ << "    __syncthreads();\n";
-        for (std::size_t i = 0; i < sides.size(); ++i) {
-          out_ << "    " << acc << ".avg_" << sides[i]
-               << " = tn::combine_partials<tn::kSum, WARPS_PER_ROW>(partials + " << i << ", " << k
-               << ") * (1.0f / static_cast<float>(N));\n";
-        }
-        out_ << "  }\n";
       } else if (covers_row_exactly()) {
         out_ << "  " << acc << ".n = static_cast<float>(ITERS * VEC);\n";
         for (const std::string& side : sides) {
           out_ << "  " << acc << ".avg_" << side << " = " << c << "_sum_" << side
                << " * (1.0f / static_cast<float>(ITERS * VEC));\n";
         }
-      } else {  // a thread past the end of the row holds no columns
-        out_ << "  " << acc << ".n = " << c << "_n;\n";
+      } else {  // the warp's averages; a warp past the end of a short row holds no columns
+        const bool empty_warps = full_iters() <= 0;
+        out_ << "  " << acc << ".n = tn::group_allreduce<tn::kSum, " << width << ">(" << c
+             << "_n);\n";
         for (const std::string& side : sides) {
-          out_ << "  " << acc << ".avg_" << side << " = " << c << "_n > 0.0f ? __fdividef(" << c
-               << "_sum_" << side << ", " << c << "_n) : 0.0f;\n";
+          const std::string sum = "tn::group_allreduce<tn::kSum, " + std::to_string(width) + ">(" +
+                                  c + "_sum_" + side + ")";
+          out_ << "  " << acc << ".avg_" << side << " = "
+               << (empty_warps ? acc + ".n > 0.0f ? __fdividef(" + sum + ", " + acc + ".n) : 0.0f"
+                               : "__fdividef(" + sum + ", " + acc + ".n)")
+               << ";\n";
         }
       }
       if (one_average) out_ << "  " << acc << ".avg_b = " << acc << ".avg_a;\n";
@@ -1374,7 +1366,7 @@ class Emitter {
   void emit_row_reduction(const std::vector<NodeId>& reductions, const std::vector<NodeId>& phase) {
     const int width = std::min(spec_.config.threads_per_row, 32);
     for (NodeId r : reductions) {
-      if (is_comoment(r) && (row_in_one_warp() || centers_on_row_average())) {
+      if (is_comoment(r) && (row_in_one_warp() || centers_on_warp_average())) {
         out_ << "  acc" << r << ".c = tn::group_allreduce<tn::kSum, " << width << ">(acc" << r
              << ".c);\n";
       } else if (is_comoment(r)) {
@@ -1391,14 +1383,11 @@ class Emitter {
       // a buffer comes after the next phase's barrier, which every reader has passed.
       out_ << "  {\n    float* partials = tn_partials[tn_parity] + row_in_cta * WARPS_PER_ROW * "
            << k << ";\n    tn_parity ^= 1;\n    if (lane % 32 == 0) {\n";
-      // A co-moment centered on the row's averages has only its centered sum left to add.
-      const bool sums_c_only = centers_on_row_average();
       std::size_t offset = 0;
       for (NodeId r : reductions) {
         for (std::size_t f = 0; f < state_floats(g_.node(r)); ++f) {
           const std::string field =
               is_comoment(r) ? std::string(codegen_sm90::kComomentFields[f]) : "";
-          if (sums_c_only && is_comoment(r) && field != "c") continue;
           out_ << "      partials[warp_in_row * " << k << " + " << offset + f << "] = acc" << r
                << (field.empty() ? "" : "." + field) << ";\n";
         }
@@ -1407,17 +1396,12 @@ class Emitter {
       out_ << "    }\n    __syncthreads();\n";
       offset = 0;
       for (NodeId r : reductions) {
-        if (is_comoment(r) && sums_c_only) {
-          out_ << "    acc" << r << ".c = tn::combine_partials<tn::kSum, WARPS_PER_ROW>(partials + "
-               << offset + state_floats(g_.node(r)) - 1 << ", " << k << ");\n";
-        } else {
-          out_ << "    acc" << r << " = "
-               << (is_comoment(r)
-                       ? "tn::combine_comoment_partials<WARPS_PER_ROW, " + comoment_flags(r) + ">"
-                       : "tn::combine_partials<" + reduce_op_constant(g_.node(r).op) +
-                             ", WARPS_PER_ROW>")
-               << "(partials + " << offset << ", " << k << ");\n";
-        }
+        out_ << "    acc" << r << " = "
+             << (is_comoment(r)
+                     ? "tn::combine_comoment_partials<WARPS_PER_ROW, " + comoment_flags(r) + ">"
+                     : "tn::combine_partials<" + reduce_op_constant(g_.node(r).op) +
+                           ", WARPS_PER_ROW>")
+             << "(partials + " << offset << ", " << k << ");\n";
         offset += state_floats(g_.node(r));
       }
       out_ << "  }\n";

@@ -225,18 +225,32 @@ KernelConfig heuristic_config(const LoweredProgram& program, DType io_dtype, DTy
   const bool cluster_forward =
       !persistent && single_phase &&
       (comoments ? chunks >= kForwardClusterRowVectors : chunks > kForwardClusterRowVectors);
-  // Misaligned (peeled) rows of a one-phase forward past kLongRowVectors take a cluster of two:
-  // its persistent CTAs keep one misalignment each, so they shift the column parameters into
-  // shared memory once, not per row (thirteenth session, tilenorm-tune --show-candidates, bf16
-  // N = 12345, M = 5436: RMSNorm on 2 x 256 threads, prefetched, 77.4% of the copy ceiling
-  // against 62.5% on one CTA of 256 threads; LayerNorm 60.5% against 48.4%).
+  // Misaligned (peeled) rows of a one-phase 16-bit forward past kLongRowVectors run persistent
+  // CTAs of one row each, prefetching the next, of at most kClusterVectorsPerThread * 2 vectors
+  // per thread: each CTA keeps one misalignment, so it copies the column parameters at that shift
+  // into shared memory once, not per row (twenty-second session, run 2, tilenorm-tune
+  // --show-candidates, bf16, M = 8192, % of the copy ceiling: N = 8193 on 256 threads LayerNorm
+  // 72.0 against 65.3 on the cluster of two below, RMSNorm 84.0 against 81.4; N = 12345
+  // LayerNorm 74.0 against 64.1, RMSNorm 85.0 against 80.1). Where that copy does not fit, a
+  // cluster of two, whose CTAs copy their slices (thirteenth session, same method, N = 12345,
+  // M = 5436: RMSNorm on 2 x 256 threads, prefetched, 77.4% against 62.5% on one CTA of 256
+  // threads in registers; LayerNorm 60.5% against 48.4%).
   // Not for 32-bit rows, whose peeled chunks ran faster on one CTA per row, in registers
   // (nineteenth session, run 1, tilenorm-tune --show-candidates, fp32, M = 2^26 / N: N = 4097
   // LayerNorm at 128 threads 88.9% against 75.9% on 2 x 256, RMSNorm at 256 threads 93.0%
   // against 86.1%; N = 12345 RMSNorm at 512 threads 94.9% against 88.4% on 4 x 256, LayerNorm
   // 85.4% against 87.4%).
-  const bool peeled_cluster_forward = !persistent && single_phase && peel_rows &&
-                                      chunks > kLongRowVectors && dtype_size(io_dtype) < 4;
+  const bool peeled_long_forward = !persistent && single_phase && peel_rows &&
+                                   chunks > kLongRowVectors && dtype_size(io_dtype) < 4;
+  if (limits.clusters && peeled_long_forward && !cluster_forward) {
+    const std::int64_t slots = chunks + 1;  // the whole vectors, then the head's and tail's
+    const std::int64_t per_thread = 2 * kClusterVectorsPerThread;
+    const KernelConfig copied{next_power_of_two((slots + per_thread - 1) / per_thread), 1, vec,
+                              static_cast<int>(RowStorage::prefetched), 1};
+    if (copied.threads_per_row <= 1024 && fits(copied) &&
+        column_stash_bytes(program, {io_dtype, param_dtype, n, copied, peel_rows}) > 0)
+      return copied;
+  }
   // So do misaligned rows of a backward past kLongRowVectors, on a cluster of four in registers
   // (same runs, N = 12345 on 4 x 128 threads against one CTA of 256 threads, prefetched:
   // RMSNorm 61.1% against 44.6%, recomputing 58.3% against 43.8%; LayerNorm 44.7% against
@@ -250,7 +264,7 @@ KernelConfig heuristic_config(const LoweredProgram& program, DType io_dtype, DTy
   // against 38.0%; 262144 M = 256 on 16 x 512 31.7% against 29.4%; recomputing, N = 32768 on
   // 8 x 128 52.9% against 48.1% on 4 x 256, 65536 46.0% either way).
   if (limits.clusters &&
-      (cluster_backward || cluster_forward || peeled_cluster_forward || peeled_cluster_backward)) {
+      (cluster_backward || cluster_forward || peeled_long_forward || peeled_cluster_backward)) {
     // A co-moment forward keeps half the slice too (thirteenth session, tilenorm-tune
     // --show-candidates, bf16: LayerNorm N = 32768, M = 2048, on 8 x 128 threads 84.3% against
     // 79.1% on 4 x 256; 65536 on 16 x 128 84.9% against 84.2% on 8 x 256).
@@ -268,7 +282,7 @@ KernelConfig heuristic_config(const LoweredProgram& program, DType io_dtype, DTy
     // RMSNorm N = 65536 on 16 x 256 threads 85.6%, 16 x 128 84.5%, against 83.0% on 4 x 512;
     // 131072 on 16 x 256 87.4% against 84.3% on 8 x 512; 262144 already took 16).
     int ctas = cluster_forward && !comoments ? kMaxClusterCtas
-               : peeled_cluster_forward      ? 2
+               : peeled_long_forward         ? 2
                : peeled_cluster_backward     ? 4
                                              : 1;
     while (ctas < kMaxClusterCtas && (chunks + ctas - 1) / ctas > slice_limit &&

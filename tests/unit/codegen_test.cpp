@@ -391,7 +391,7 @@ TEST_CASE("codegen: a cluster kernel deals the row to its CTAs and exchanges row
   CHECK(contains(ragged.source, "constexpr int FULL_ITERS = 4;"));
   CHECK(contains(ragged.source, "(it < FULL_ITERS || c0 < N)"));
   CHECK(contains(ragged.source, "tn::combine_comoment_slots<CLUSTER, tn::Counts::positive, true>"));
-  CHECK(contains(ragged.source, "tn::comoment_allreduce<32, tn::Counts::positive, true>"));
+  CHECK(contains(ragged.source, "tn::group_allreduce<tn::kSum, 32>(cm4_n)"));
   const auto short_row =
       tilenorm::generate_cuda(lowered("layer_norm"), {DType::bf16, DType::bf16, 7992, clustered});
   CHECK(contains(short_row.source, "constexpr int FULL_ITERS = 0;"));
@@ -1597,31 +1597,37 @@ TEST_CASE(
   CHECK(contains(text, masked + "{\n          cm4_sum_a += in0[v];"));
   // The final pass takes the first sweep last, after the ones whose column loads need no test.
   CHECK(contains(text, "    const int it = (sweep + 1) % ITERS;\n"));
-  // Threads hold unequal numbers of columns: the co-moment is centered on the row's average,
-  // summed across the row first, so only its centered sums are added up (no counts, no
-  // combines of states), and a variance sums its operand once.
-  CHECK(contains(text, "acc4.n = static_cast<float>(N);"));
+  // Threads hold unequal numbers of columns: the co-moment is centered on each warp's average
+  // (its count and sum added up by shuffles), so a warp's lanes add up their centered sums
+  // with no combines of states, the warps' states combine once per row (one barrier), and a
+  // variance sums its operand once.
+  CHECK(contains(text, "acc4.n = tn::group_allreduce<tn::kSum, 32>(cm4_n);"));
   CHECK(contains(text,
-                 "acc4.avg_a = tn::combine_partials<tn::kSum, WARPS_PER_ROW>(partials + 0, "
-                 "4) * (1.0f / static_cast<float>(N));"));
-  CHECK(contains(text, "acc4.c = tn::combine_partials<tn::kSum, WARPS_PER_ROW>(partials + 3, 4);"));
+                 "acc4.avg_a = __fdividef(tn::group_allreduce<tn::kSum, 32>(cm4_sum_a), acc4.n);"));
+  CHECK(contains(text, "acc4.c = tn::group_allreduce<tn::kSum, 32>(acc4.c);"));
+  CHECK(contains(text,
+                 "acc4 = tn::combine_comoment_partials<WARPS_PER_ROW, tn::Counts::positive, "
+                 "true>(partials + 0, 4);"));
   CHECK_FALSE(contains(text, "comoment_allreduce"));
-  CHECK_FALSE(contains(text, "combine_comoment_partials"));
-  CHECK_FALSE(contains(text, "_n += 1.0f;"));
   CHECK_FALSE(contains(text, "_sum_b"));
   CHECK(contains(text, ".avg_b = acc"));
-  // So do persistent ones; a cluster's CTAs combine states that keep a count per column.
+  std::size_t barriers = 0;
+  for (std::size_t at = text.find("__syncthreads();"); at != std::string::npos;
+       at = text.find("__syncthreads();", at + 1))
+    ++barriers;
+  CHECK(barriers == 1);
+  // So do persistent kernels, and the CTAs of a cluster, which then combine the CTAs' states.
   const std::string persistent = kernel_text(tilenorm::generate_cuda(
       program, {DType::bf16, DType::bf16, 4097, config(128, 1, 8, RowStorage::prefetched), true}));
-  CHECK(contains(persistent, "acc4.n = static_cast<float>(N);"));
-  CHECK_FALSE(contains(persistent, "_n += 1.0f;"));
+  CHECK(contains(persistent, "acc4.n = tn::group_allreduce<tn::kSum, 32>(cm4_n);"));
+  CHECK_FALSE(contains(persistent, "comoment_allreduce"));
   KernelConfig clustered = config(256, 1, 8, RowStorage::prefetched);
   clustered.ctas_per_row = 2;
   const std::string cluster = kernel_text(
       tilenorm::generate_cuda(program, {DType::bf16, DType::bf16, 12345, clustered, true}));
-  CHECK(contains(cluster, "_n += 1.0f;"));
-  CHECK(contains(cluster, "_sum_b"));
-  CHECK(contains(cluster, "comoment_allreduce"));
+  CHECK(contains(cluster, "acc4.n = tn::group_allreduce<tn::kSum, 32>(cm4_n);"));
+  CHECK_FALSE(contains(cluster, "comoment_allreduce"));
+  CHECK(contains(cluster, "tn::combine_comoment_slots<CLUSTER, tn::Counts::positive, true>"));
   const std::string rms = kernel_text(tilenorm::generate_cuda(lowered("rms_norm"), peeled));
   CHECK(contains(rms, masked + "acc3 = tn::combine<tn::kSum>(acc3, e2);"));
   // 4097 columns take at most 512 whole vectors, then the remainder's two chunks: 5 sweeps of
@@ -1737,13 +1743,19 @@ TEST_CASE("codegen: kernels that sum across rows peel one row per CTA, at one sh
           .has_value());
 }
 
-TEST_CASE("codegen: peeled 16-bit forwards past 1024 vectors take a cluster, 32-bit ones do not") {
+TEST_CASE(
+    "codegen: peeled 16-bit forwards past 1024 vectors run persistent CTAs that copy their "
+    "parameters, 32-bit ones do not") {
   for (const char* name : {"layer_norm", "rms_norm"}) {
     CAPTURE(name);
-    // 16-bit rows: persistent CTAs of a cluster of two keep one shift each.
-    const KernelConfig bf16 = peeled_spec(name, DType::bf16, 12345).config;
-    CHECK(bf16.ctas_per_row == 2);
-    CHECK(bf16.row_storage == static_cast<int>(RowStorage::prefetched));
+    // 16-bit rows: persistent CTAs of one row each keep one shift, at which they copy the
+    // column parameters once.
+    const KernelSpec bf16 = peeled_spec(name, DType::bf16, 12345);
+    CHECK(bf16.config.ctas_per_row == 1);
+    CHECK(bf16.config.rows_per_cta == 1);
+    CHECK(bf16.config.threads_per_row == 256);
+    CHECK(bf16.config.row_storage == static_cast<int>(RowStorage::prefetched));
+    CHECK(tilenorm::column_stash_bytes(lowered(name), bf16) > 0);
     // 32-bit rows stay on one CTA per row, in registers (measured faster, nineteenth session).
     for (std::int64_t n : {4097, 12345}) {
       CAPTURE(n);
@@ -1752,6 +1764,10 @@ TEST_CASE("codegen: peeled 16-bit forwards past 1024 vectors take a cluster, 32-
       CHECK(f32.row_storage == static_cast<int>(RowStorage::registers));
     }
   }
+  // Where LayerNorm's weight and bias are too long to copy, a cluster of two copies a slice each.
+  const KernelSpec long_row = peeled_spec("layer_norm", DType::bf16, 16383);
+  CHECK(long_row.config.ctas_per_row == 2);
+  CHECK(tilenorm::column_stash_bytes(lowered("layer_norm"), long_row) > 0);
   CHECK(peeled_spec("rms_norm", DType::f32, 4097).config.threads_per_row == 256);
   CHECK(peeled_spec("layer_norm", DType::f32, 4097).config.threads_per_row == 128);
   CHECK(peeled_spec("rms_norm", DType::f32, 12345).config.threads_per_row == 512);

@@ -83,9 +83,14 @@ struct KernelSpec {
 };
 
 // The dynamic shared memory a launch of `spec` needs: the row stashes of RowStorage::shared,
-// the column partial sums of persistent kernels that keep them there, and the copies of the
-// column parameters of persistent cluster kernels.
+// the column partial sums of persistent kernels that keep them there, and the copy of the
+// column parameters (column_stash_bytes).
 std::size_t dynamic_shared_memory_bytes(const LoweredProgram& program, const KernelSpec& spec);
+
+// The shared memory for the copy of the column parameters that a persistent kernel reads for
+// every row (a cluster's slice, or a peeled row's parameters at its CTA's one shift), or 0
+// where it reads them from global memory.
+std::size_t column_stash_bytes(const LoweredProgram& program, const KernelSpec& spec);
 
 // Bytes per column of a program's row inputs (the Tile slots it reads), which a thread holding
 // its rows in registers keeps raw.
