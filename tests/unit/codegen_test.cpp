@@ -1744,18 +1744,26 @@ TEST_CASE("codegen: kernels that sum across rows peel one row per CTA, at one sh
 }
 
 TEST_CASE(
-    "codegen: peeled 16-bit forwards past 1024 vectors run persistent CTAs that copy their "
-    "parameters, 32-bit ones do not") {
+    "codegen: peeled 16-bit forwards past 1024 vectors keep one shift per persistent CTA, "
+    "32-bit ones do not") {
+  // LayerNorm: persistent CTAs of one row each, which copy the column parameters at their shift.
+  const KernelSpec layer_norm = peeled_spec("layer_norm", DType::bf16, 12345);
+  CHECK(layer_norm.config.ctas_per_row == 1);
+  CHECK(layer_norm.config.rows_per_cta == 1);
+  CHECK(layer_norm.config.threads_per_row == 256);
+  CHECK(layer_norm.config.row_storage == static_cast<int>(RowStorage::prefetched));
+  CHECK(tilenorm::column_stash_bytes(lowered("layer_norm"), layer_norm) > 0);
+  // Where its weight and bias are too long to copy, and for RMSNorm, a cluster of two, whose
+  // CTAs copy a slice each.
+  for (const auto& [name, n] : {std::pair{"layer_norm", 16383}, std::pair{"rms_norm", 12345}}) {
+    CAPTURE(name);
+    const KernelSpec clustered = peeled_spec(name, DType::bf16, n);
+    CHECK(clustered.config.ctas_per_row == 2);
+    CHECK(clustered.config.row_storage == static_cast<int>(RowStorage::prefetched));
+    CHECK(tilenorm::column_stash_bytes(lowered(name), clustered) > 0);
+  }
   for (const char* name : {"layer_norm", "rms_norm"}) {
     CAPTURE(name);
-    // 16-bit rows: persistent CTAs of one row each keep one shift, at which they copy the
-    // column parameters once.
-    const KernelSpec bf16 = peeled_spec(name, DType::bf16, 12345);
-    CHECK(bf16.config.ctas_per_row == 1);
-    CHECK(bf16.config.rows_per_cta == 1);
-    CHECK(bf16.config.threads_per_row == 256);
-    CHECK(bf16.config.row_storage == static_cast<int>(RowStorage::prefetched));
-    CHECK(tilenorm::column_stash_bytes(lowered(name), bf16) > 0);
     // 32-bit rows stay on one CTA per row, in registers (measured faster, nineteenth session).
     for (std::int64_t n : {4097, 12345}) {
       CAPTURE(n);
@@ -1764,10 +1772,6 @@ TEST_CASE(
       CHECK(f32.row_storage == static_cast<int>(RowStorage::registers));
     }
   }
-  // Where LayerNorm's weight and bias are too long to copy, a cluster of two copies a slice each.
-  const KernelSpec long_row = peeled_spec("layer_norm", DType::bf16, 16383);
-  CHECK(long_row.config.ctas_per_row == 2);
-  CHECK(tilenorm::column_stash_bytes(lowered("layer_norm"), long_row) > 0);
   CHECK(peeled_spec("rms_norm", DType::f32, 4097).config.threads_per_row == 256);
   CHECK(peeled_spec("layer_norm", DType::f32, 4097).config.threads_per_row == 128);
   CHECK(peeled_spec("rms_norm", DType::f32, 12345).config.threads_per_row == 512);
