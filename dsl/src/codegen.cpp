@@ -324,10 +324,11 @@ std::int64_t row_input_bytes(const LoweredProgram& program, DType io_dtype, DTyp
 // Shared memory for the copies of the column parameters that a persistent cluster kernel
 // reads, or 0. Such a kernel reads its slice of them for every row it handles, each time
 // after waiting on the cluster's exchange; the copy is made once per CTA while it fits in
-// kColumnStashMaxBytes. Measured on the H200 (bf16, 2026-11-30): cluster kernels gained 1-7
-// points of the copy ceiling (RMSNorm forward N = 262144 72.7 -> 79.7%, backward 32768 57.7 ->
-// 62.3%), while persistent kernels of one CTA per row lost up to 9 (LayerNorm backward N =
-// 5120 73.9 -> 64.6%): there the parameters stay in L1 from row to row.
+// kColumnStashMaxBytes (kPeeledColumnCopyMaxBytes for a peeled row's copy on one CTA, below).
+// Measured on the H200 (bf16, 2026-11-30): cluster kernels gained 1-7 points of the copy ceiling
+// (RMSNorm forward N = 262144 72.7 -> 79.7%, backward 32768 57.7 -> 62.3%), while persistent
+// kernels of one CTA per row lost up to 9 (LayerNorm backward N = 5120 73.9 -> 64.6%): there the
+// parameters stay in L1 from row to row.
 std::size_t column_stash_bytes(const LoweredProgram& lp, const KernelSpec& spec) {
   // A persistent kernel that peels one row per CTA (at one shift for all of its rows: see
   // peeled_grid in the runtime) keeps a copy at that shift, which spares every row the
@@ -1386,10 +1387,9 @@ class Emitter {
       std::size_t offset = 0;
       for (NodeId r : reductions) {
         for (std::size_t f = 0; f < state_floats(g_.node(r)); ++f) {
-          const std::string field =
-              is_comoment(r) ? std::string(codegen_sm90::kComomentFields[f]) : "";
           out_ << "      partials[warp_in_row * " << k << " + " << offset + f << "] = acc" << r
-               << (field.empty() ? "" : "." + field) << ";\n";
+               << (is_comoment(r) ? std::string(".") + codegen_sm90::kComomentFields[f] : "")
+               << ";\n";
         }
         offset += state_floats(g_.node(r));
       }

@@ -242,12 +242,12 @@ KernelConfig heuristic_config(const LoweredProgram& program, DType io_dtype, DTy
   // LayerNorm at 128 threads 88.9% against 75.9% on 2 x 256, RMSNorm at 256 threads 93.0%
   // against 86.1%; N = 12345 RMSNorm at 512 threads 94.9% against 88.4% on 4 x 256, LayerNorm
   // 85.4% against 87.4%).
+  const std::int64_t row_slots = chunks + (peel_rows ? 1 : 0);
   const bool peeled_long_forward = !persistent && single_phase && peel_rows &&
                                    chunks > kLongRowVectors && dtype_size(io_dtype) < 4;
   if (limits.clusters && peeled_long_forward && comoments && !cluster_forward) {
-    const std::int64_t slots = chunks + 1;  // the whole vectors, then the head's and tail's
     const std::int64_t per_thread = 2 * kClusterVectorsPerThread;
-    const KernelConfig copied{next_power_of_two((slots + per_thread - 1) / per_thread), 1, vec,
+    const KernelConfig copied{next_power_of_two((row_slots + per_thread - 1) / per_thread), 1, vec,
                               static_cast<int>(RowStorage::prefetched), 1};
     if (copied.threads_per_row <= 1024 && fits(copied) &&
         column_stash_bytes(program, {io_dtype, param_dtype, n, copied, peel_rows}) > 0)
@@ -415,7 +415,6 @@ KernelConfig heuristic_config(const LoweredProgram& program, DType io_dtype, DTy
   // threads 89.1% against 80.8% at 256, N = 12344 at 256 threads 87.6% against 78.5% at 512;
   // LayerNorm N = 7168 88.5% against 73.4%, N = 2880 at 64 threads 82.9% against 74.2% at 128).
   // Rows that fill their sweeps measured within 2 points either way.
-  const std::int64_t row_slots = chunks + (peel_rows ? 1 : 0);
   if (!persistent && row_slots % first_threads != 0 && first_threads / 2 >= narrowest &&
       (row_slots + first_threads / 2 - 1) / (first_threads / 2) <= kRaggedForwardVectors)
     first_threads /= 2;
