@@ -126,37 +126,50 @@ union Chunk {
   T element[V];
 };
 
-template <class T>
-struct IsBf16 {
-  static constexpr bool value = false;
-};
-template <>
-struct IsBf16<bf16> {
-  static constexpr bool value = true;
-};
+// Both elements of a 32-bit word of 16-bit values in fp32, low (lower address) first. bf16: the
+// low element is the word shifted left and the high one the word masked, one instruction each
+// (element by element, the high one is extracted and then shifted: two).
+__device__ __forceinline__ void unpack_word(bf16, u32 word, float& low, float& high) {
+  low = __uint_as_float(word << 16);
+  high = __uint_as_float(word & 0xffff0000u);
+}
+// fp16: both halves converted straight from the word's register, in one asm block. Taken element
+// by element through the union, each half sat in a 32-bit register of its own, so a row kept raw
+// took twice the registers of bf16's (LayerNorm fp16 N = 12344: 127 against 79). A kernel may
+// define TN_FP16_UNPACK_ASM 0 before the prelude to convert each half on its own instead, which
+// ptxas schedules differently (see the code generator: cluster kernels).
+#ifndef TN_FP16_UNPACK_ASM
+#define TN_FP16_UNPACK_ASM 1
+#endif
+__device__ __forceinline__ void unpack_word(fp16, u32 word, float& low, float& high) {
+#if TN_FP16_UNPACK_ASM
+  asm("{\n\t.reg .f16 low, high;\n\tmov.b32 {low, high}, %2;\n\tcvt.f32.f16 %0, low;\n\t"
+      "cvt.f32.f16 %1, high;\n\t}"
+      : "=f"(low), "=f"(high)
+      : "r"(word));
+#else
+  low = to_float(fp16{static_cast<u16>(word)});
+  high = to_float(fp16{static_cast<u16>(word >> 16)});
+#endif
+}
 
-// Whether bf16 chunks unpack a 32-bit word at a time (unpack_elements); a kernel may define it
+// Whether 16-bit chunks unpack a 32-bit word at a time (unpack_elements); a kernel may define it
 // 0 before the prelude.
 #ifndef TN_UNPACK_WORDS
 #define TN_UNPACK_WORDS 1
 #endif
 
-// A chunk's elements in fp32. bf16 pairs are taken a 32-bit word at a time: the low element is
-// the word shifted left and the high one the word masked, one instruction each (element by
-// element, the high one is extracted and then shifted: two).
+// A chunk's elements in fp32; 16-bit pairs a 32-bit word at a time (unpack_word).
 template <class T, int V>
 __device__ __forceinline__ void unpack_elements(const Chunk<T, V>& c, float (&out)[V]) {
-  if constexpr (TN_UNPACK_WORDS && IsBf16<T>::value && V % 2 == 0) {
+  if constexpr (TN_UNPACK_WORDS && sizeof(T) == 2 && V % 2 == 0) {
     union {
       typename RawVector<sizeof(T) * V>::type raw;
       u32 word[V / 2];
     } words;
     words.raw = c.raw;
 #pragma unroll
-    for (int i = 0; i < V / 2; ++i) {
-      out[2 * i] = __uint_as_float(words.word[i] << 16);
-      out[2 * i + 1] = __uint_as_float(words.word[i] & 0xffff0000u);
-    }
+    for (int i = 0; i < V / 2; ++i) unpack_word(T{}, words.word[i], out[2 * i], out[2 * i + 1]);
   } else {
 #pragma unroll
     for (int v = 0; v < V; ++v) out[v] = to_float(c.element[v]);

@@ -435,11 +435,17 @@ class Emitter {
     k.folds_partials = folds_;
     k.persistent = persistent_;
     k.min_ctas_per_sm = min_ctas_per_sm(k.threads_per_block);
-    // Kernels that sum across rows on one CTA per row unpack bf16 element by element: with the
-    // word-wise unpacking ptxas gave them other register counts and they measured slower (H200,
-    // twelfth session: RMSNorm's backward at N = 12288 77% against 88%, N = 1024 at 3 CTAs per
-    // SM instead of 4), while forwards and cluster backwards gained.
+    // Kernels that sum across rows on one CTA per row unpack 16-bit types element by element
+    // (measured for bf16; fp16 follows it): with the word-wise unpacking ptxas gave them other
+    // register counts and they measured slower (H200, twelfth session: RMSNorm's backward at
+    // N = 12288 77% against 88%, N = 1024 at 3 CTAs per SM instead of 4), while forwards and
+    // cluster backwards gained.
     if (plan_.needs_finish() && !clustered_) out_ << "#define TN_UNPACK_WORDS 0\n";
+    // Cluster kernels convert an fp16 word's halves one at a time: with the one asm block of
+    // one-CTA kernels ptxas gave them other register counts, and they measured slower (H200,
+    // twenty-third session, run 2, the benchmark, fp16, M = 2^26 / N, % of the copy ceiling:
+    // LayerNorm N = 32768 on 8 x 64 threads 82.7 against 88.7, N = 65536 83.8 against 88.9).
+    if (clustered_) out_ << "#define TN_FP16_UNPACK_ASM 0\n";
     out_ << device_prelude() << "\n";
     if (clustered_) out_ << device_prelude_sm90() << "\n";
     // Only the fold needs the sm_90 prelude here; older targets take the generic fold.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <string>
+#include <vector>
 
 #include "tilenorm/dsl/codegen.hpp"
 
@@ -46,12 +47,27 @@ CompiledKernel compile_for_occupancy(const CompileRequest& request, int threads_
   if (first.spills()) {
     // Given no minimum of CTAs per SM, ptxas may hold a kernel to fewer registers than it needs
     // and spill (a peeled RMSNorm, bf16 N = 4103 on 128 threads: 64 registers and 8 bytes
-    // spilled inside the row loop, NVRTC 13.0); an explicit minimum of one lets it take them
-    // (77 registers, no spill). The kernel that does not spill is the one to run.
-    CompileRequest relaxed = request;
-    relaxed.options.push_back("-D" + std::string(kMinCtasMacro) + "=1");
-    CompiledKernel unspilled = compile_cached(relaxed, cache);
-    if (!unspilled.spills()) first = std::move(unspilled);
+    // spilled inside the row loop, NVRTC 13.0). The kernel that does not spill is the one to
+    // run: first at the next two occupancies below the spilled build's (the next two minima of
+    // CTAs per SM that allow it more registers), then at a minimum of one. A minimum of one alone
+    // could double the registers: a peeled fp16 LayerNorm, N = 2881 on 64 threads, spilled 8
+    // bytes at 64 registers and took 127 at a minimum of one (8 CTAs per SM, 54.0% of the copy
+    // ceiling on the H200), where 72 registers (14 CTAs) spill nothing.
+    std::vector<int> minima;
+    for (int ctas = ctas_per_sm_by_registers(threads_per_block, first.registers, request.arch) - 1;
+         ctas > 1 && minima.size() < 2; --ctas) {
+      if (registers_for_ctas(threads_per_block, ctas) > first.registers) minima.push_back(ctas);
+    }
+    minima.push_back(1);
+    for (const int minimum : minima) {
+      CompileRequest relaxed = request;
+      relaxed.options.push_back("-D" + std::string(kMinCtasMacro) + "=" + std::to_string(minimum));
+      CompiledKernel unspilled = compile_cached(relaxed, cache);
+      if (!unspilled.spills()) {
+        first = std::move(unspilled);
+        break;
+      }
+    }
   }
   if (first.registers <= 0) return first;
   const int ctas = ctas_per_sm_by_registers(threads_per_block, first.registers, request.arch);

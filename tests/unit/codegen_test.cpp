@@ -240,6 +240,21 @@ TEST_CASE(
   }
 }
 
+TEST_CASE("codegen: cluster kernels convert fp16 halves one at a time, one-CTA kernels in asm") {
+  // Measured (twenty-third session): the prelude's asm block cut the registers of fp16 rows kept
+  // raw on one CTA (LayerNorm N = 12344: 127 -> 76), and slowed the cluster kernels.
+  const tilenorm::LoweredProgram program = lowered("layer_norm");
+  const std::string separate = "#define TN_FP16_UNPACK_ASM 0\n";
+  const KernelSpec one_cta = heuristic_spec(program, DType::f16, 12344);
+  REQUIRE(one_cta.config.ctas_per_row == 1);
+  CHECK_FALSE(contains(tilenorm::generate_cuda(program, one_cta).source, separate));
+  const KernelSpec cluster = heuristic_spec(program, DType::f16, 32768);
+  REQUIRE(cluster.config.ctas_per_row > 1);
+  CHECK(tilenorm::generate_cuda(program, cluster)
+            .source.starts_with(separate + std::string(tilenorm::device_prelude())));
+  CHECK(contains(std::string(tilenorm::device_prelude()), "#ifndef TN_FP16_UNPACK_ASM\n"));
+}
+
 TEST_CASE("codegen: the parameter lists follow the slots, in the order the params give") {
   const std::pair<DType, DType> dtypes[] = {
       {DType::bf16, DType::bf16}, {DType::f16, DType::f32}, {DType::f32, DType::f32}};

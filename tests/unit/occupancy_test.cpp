@@ -127,3 +127,31 @@ TEST_CASE("occupancy: a kernel that spills with no minimum of CTAs is compiled w
       tilenorm::occupancy_cta_limit(kernel), nullptr);
   CHECK_FALSE(fitted.spills());
 }
+
+TEST_CASE("occupancy: a kernel that spills takes the next occupancies' registers before no limit") {
+  // A peeled fp16 LayerNorm at N = 2881 on 64 threads, in registers (the heuristic's
+  // configuration): NVRTC 13.0 held it to 64 registers (16 CTAs per SM) and spilled 8 bytes; at a
+  // minimum of one CTA per SM it took 127 (8 CTAs, 54.0% of the copy ceiling on the H200). Two
+  // occupancy steps down, 72 registers (14 CTAs) spill nothing.
+  const tilenorm::KernelSpec spec{tilenorm::DType::f16,
+                                  tilenorm::DType::f16,
+                                  2881,
+                                  {64, 1, 8, static_cast<int>(tilenorm::RowStorage::registers), 1},
+                                  true};
+  const tilenorm::GeneratedKernel kernel = tilenorm::generate_cuda(
+      tilenorm::lower(tilenorm::kernels::builtin_program("layer_norm")), spec);
+  const tilenorm::CompileRequest request{kernel.source, kernel.name, "sm_90", {}};
+  const tilenorm::CompiledKernel plain = tilenorm::compile_cached(request, nullptr);
+  const tilenorm::CompiledKernel fitted = tilenorm::compile_for_occupancy(
+      request, kernel.threads_per_block, kernel.dynamic_shared_bytes, kH200SharedPerSm,
+      tilenorm::occupancy_cta_limit(kernel), nullptr);
+  CAPTURE(plain.registers);
+  CAPTURE(fitted.registers);
+  CHECK_FALSE(fitted.spills());
+  if (!plain.spills()) {
+    MESSAGE("this NVRTC does not spill the plain compile: the stepped relaxation is idle");
+    return;
+  }
+  CHECK(ctas_per_sm_by_registers(64, fitted.registers, "sm_90") >=
+        ctas_per_sm_by_registers(64, plain.registers, "sm_90") - 2);
+}

@@ -30,8 +30,10 @@ int registers_for_ctas(int threads, int ctas);
 // count (staged rows).
 int occupancy_cta_limit(const GeneratedKernel& kernel);
 
-// compile_cached (again with kMinCtasMacro defined to 1 where that spilled and this does not:
-// given no minimum, ptxas may hold a kernel to fewer registers than it needs), then: where the
+// compile_cached (where that spilled, again with kMinCtasMacro defined to the next two CTA
+// counts per SM below the spilled build's that allow more registers, then to 1, keeping the
+// first that does not spill: given no minimum, ptxas may hold a kernel to fewer registers than
+// it needs), then: where the
 // kernel has at most `cta_limit` resident CTAs per SM and its registers are at most
 // kOccupancySlack above the count at which one more CTA of `threads_per_block` threads fits an
 // SM (by registers, resident threads and shared memory: the kernel's static and
