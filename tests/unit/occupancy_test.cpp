@@ -33,17 +33,31 @@ struct BuiltKernel {
   }
 };
 
-BuiltKernel build_prefetched(const char* name, std::int64_t n, int threads, int rows) {
-  const tilenorm::KernelSpec spec{
-      tilenorm::DType::bf16,
-      tilenorm::DType::bf16,
-      n,
-      {threads, rows, 8, static_cast<int>(tilenorm::RowStorage::prefetched), 1}};
+// A built-in program's kernel for `spec`, its sm_90 compile request, and that request compiled
+// plainly.
+BuiltKernel build(const char* name, const tilenorm::KernelSpec& spec) {
   tilenorm::GeneratedKernel kernel =
       tilenorm::generate_cuda(tilenorm::lower(tilenorm::kernels::builtin_program(name)), spec);
   tilenorm::CompileRequest request{kernel.source, kernel.name, "sm_90", {}};
   tilenorm::CompiledKernel plain = tilenorm::compile_cached(request, nullptr);
   return {std::move(kernel), std::move(request), std::move(plain)};
+}
+
+BuiltKernel build_prefetched(const char* name, std::int64_t n, int threads, int rows) {
+  return build(name, {tilenorm::DType::bf16,
+                      tilenorm::DType::bf16,
+                      n,
+                      {threads, rows, 8, static_cast<int>(tilenorm::RowStorage::prefetched), 1}});
+}
+
+// A kernel for rows that may start misaligned, one row of `threads` threads per CTA, in
+// registers.
+BuiltKernel build_peeled(const char* name, tilenorm::DType dtype, std::int64_t n, int threads) {
+  return build(name, {dtype,
+                      dtype,
+                      n,
+                      {threads, 1, 8, static_cast<int>(tilenorm::RowStorage::registers), 1},
+                      true});
 }
 
 }  // namespace
@@ -105,27 +119,17 @@ TEST_CASE("occupancy: a persistent kernel at three CTAs per SM is not squeezed t
 TEST_CASE("occupancy: a kernel that spills with no minimum of CTAs is compiled with one") {
   // A peeled RMSNorm at bf16 N = 4103 on 128 threads, in registers (the heuristic's
   // configuration): given no minimum, NVRTC 13.0 held it to 64 registers and spilled; with a
-  // minimum of one CTA per SM it spills nothing, and that kernel is the one built.
-  const tilenorm::KernelSpec spec{tilenorm::DType::bf16,
-                                  tilenorm::DType::bf16,
-                                  4103,
-                                  {128, 1, 8, static_cast<int>(tilenorm::RowStorage::registers), 1},
-                                  true};
-  const tilenorm::GeneratedKernel kernel = tilenorm::generate_cuda(
-      tilenorm::lower(tilenorm::kernels::builtin_program("rms_norm")), spec);
-  const tilenorm::CompileRequest request{kernel.source, kernel.name, "sm_90", {}};
-  tilenorm::CompileRequest relaxed = request;
+  // minimum of one CTA per SM it spills nothing. The kernel built is one that does not spill.
+  const BuiltKernel built = build_peeled("rms_norm", tilenorm::DType::bf16, 4103, 128);
+  tilenorm::CompileRequest relaxed = built.request;
   relaxed.options.push_back("-D" + std::string(tilenorm::kMinCtasMacro) + "=1");
-  const tilenorm::CompiledKernel plain = tilenorm::compile_cached(request, nullptr);
   const tilenorm::CompiledKernel one_cta = tilenorm::compile_cached(relaxed, nullptr);
-  CAPTURE(plain.registers);
+  CAPTURE(built.plain.registers);
   CAPTURE(one_cta.registers);
   REQUIRE_FALSE(one_cta.spills());
-  if (!plain.spills()) MESSAGE("this NVRTC does not spill the plain compile: the fallback is idle");
-  const tilenorm::CompiledKernel fitted = tilenorm::compile_for_occupancy(
-      request, kernel.threads_per_block, kernel.dynamic_shared_bytes, kH200SharedPerSm,
-      tilenorm::occupancy_cta_limit(kernel), nullptr);
-  CHECK_FALSE(fitted.spills());
+  if (!built.plain.spills())
+    MESSAGE("this NVRTC does not spill the plain compile: the fallback is idle");
+  CHECK_FALSE(built.fitted(kH200SharedPerSm, tilenorm::occupancy_cta_limit(built.kernel)).spills());
 }
 
 TEST_CASE("occupancy: a kernel that spills takes the next occupancies' registers before no limit") {
@@ -133,25 +137,16 @@ TEST_CASE("occupancy: a kernel that spills takes the next occupancies' registers
   // configuration): NVRTC 13.0 held it to 64 registers (16 CTAs per SM) and spilled 8 bytes; at a
   // minimum of one CTA per SM it took 127 (8 CTAs, 54.0% of the copy ceiling on the H200). Two
   // occupancy steps down, 72 registers (14 CTAs) spill nothing.
-  const tilenorm::KernelSpec spec{tilenorm::DType::f16,
-                                  tilenorm::DType::f16,
-                                  2881,
-                                  {64, 1, 8, static_cast<int>(tilenorm::RowStorage::registers), 1},
-                                  true};
-  const tilenorm::GeneratedKernel kernel = tilenorm::generate_cuda(
-      tilenorm::lower(tilenorm::kernels::builtin_program("layer_norm")), spec);
-  const tilenorm::CompileRequest request{kernel.source, kernel.name, "sm_90", {}};
-  const tilenorm::CompiledKernel plain = tilenorm::compile_cached(request, nullptr);
-  const tilenorm::CompiledKernel fitted = tilenorm::compile_for_occupancy(
-      request, kernel.threads_per_block, kernel.dynamic_shared_bytes, kH200SharedPerSm,
-      tilenorm::occupancy_cta_limit(kernel), nullptr);
-  CAPTURE(plain.registers);
+  const BuiltKernel built = build_peeled("layer_norm", tilenorm::DType::f16, 2881, 64);
+  const tilenorm::CompiledKernel fitted =
+      built.fitted(kH200SharedPerSm, tilenorm::occupancy_cta_limit(built.kernel));
+  CAPTURE(built.plain.registers);
   CAPTURE(fitted.registers);
   CHECK_FALSE(fitted.spills());
-  if (!plain.spills()) {
+  if (!built.plain.spills()) {
     MESSAGE("this NVRTC does not spill the plain compile: the stepped relaxation is idle");
     return;
   }
   CHECK(ctas_per_sm_by_registers(64, fitted.registers, "sm_90") >=
-        ctas_per_sm_by_registers(64, plain.registers, "sm_90") - 2);
+        ctas_per_sm_by_registers(64, built.plain.registers, "sm_90") - 2);
 }
