@@ -170,19 +170,17 @@ CheckReport check_against_interpreter(const Norm& norm, const CheckOptions& o) {
         rows_buffers[i] = make_rows(o, dtype, read ? &values[i] : nullptr);
         args.emplace_back(rows_buffers[i].view);
         break;
-      case ir::Shape::column:
+      case ir::Shape::column: {
         if (read) values[i] = random_values(count, seed, -1.5, 1.5, dtype);
-        if (read) {
-          const auto offset = static_cast<std::size_t>(o.column_element_offset);
-          dense[i] = make_dense(count, dtype, &values[i], offset);
-          args.emplace_back(
-              ColumnView{reinterpret_cast<std::byte*>(dense[i].get()) + offset * dtype_size(dtype),
-                         dtype, o.cols});
-        } else {
-          dense[i] = make_dense(count, dtype, nullptr);
-          args.emplace_back(ColumnView{reinterpret_cast<void*>(dense[i].get()), dtype, o.cols});
-        }
+        // Read columns (weights) start column_element_offset elements into their buffer;
+        // written ones (their gradients) at its start.
+        const auto offset = read ? static_cast<std::size_t>(o.column_element_offset) : 0;
+        dense[i] = make_dense(count, dtype, read ? &values[i] : nullptr, offset);
+        args.emplace_back(
+            ColumnView{reinterpret_cast<std::byte*>(dense[i].get()) + offset * dtype_size(dtype),
+                       dtype, o.cols});
         break;
+      }
       case ir::Shape::row_scalar:
         // Positive, like a saved rstd; a saved mean may be anything, so this is fine too.
         if (read) values[i] = random_values(count, seed, 0.5, 1.5, DType::f32);

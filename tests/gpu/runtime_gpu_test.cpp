@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <span>
 #include <string>
+#include <system_error>
 #include <vector>
 
 #include "tilenorm/autotune/tuning_db_writer.hpp"
@@ -72,6 +73,38 @@ void expect_rejected(const RmsBuffers& b, const tilenorm::TensorView& x,
   driver::check(driver::api().cuCtxSynchronize(), "synchronize");
   CHECK(b.y_untouched());
 }
+
+// A tuning database holding one bf16 rms_norm entry, for rows of n columns in m's bucket, in a
+// directory of its own that TILENORM_TUNING_DB names while this lives.
+class OneEntryDatabase {
+ public:
+  OneEntryDatabase(const std::string& name, std::int64_t n, std::int64_t m,
+                   const tilenorm::KernelConfig& config)
+      : dir_(std::filesystem::temp_directory_path() / (name + "-" + std::to_string(::getpid()))),
+        path_(dir_ / "tuning.json") {
+    std::filesystem::create_directories(dir_);
+    ::setenv("TILENORM_TUNING_DB", path_.c_str(), 1);
+    const tilenorm::Norm probe = runtime().load(tilenorm::kernels::builtin_program("rms_norm"));
+    tilenorm::TuningEntry entry;
+    entry.key = probe.tuning_key(DType::bf16, DType::bf16, n, m);
+    entry.config = tilenorm::reflect::to_json(config);
+    entry.median_us = 10;
+    entry.tbps = 3;
+    entry.date = tilenorm::utc_date_time_now();
+    tilenorm::upsert_entries(path_, {entry});
+  }
+  OneEntryDatabase(const OneEntryDatabase&) = delete;
+  OneEntryDatabase& operator=(const OneEntryDatabase&) = delete;
+  ~OneEntryDatabase() {
+    ::unsetenv("TILENORM_TUNING_DB");
+    std::error_code ignored;
+    std::filesystem::remove_all(dir_, ignored);
+  }
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path dir_, path_;
+};
 
 }  // namespace
 
@@ -263,23 +296,9 @@ TEST_CASE("a fresh runtime loads kernels from the disk cache without NVRTC") {
 }
 
 TEST_CASE("the runtime uses tuned configurations: exact, nearest M bucket, then the heuristic") {
-  const auto dir =
-      std::filesystem::temp_directory_path() / ("tilenorm-gpu-db-" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
-  const auto db = dir / "tuning.json";
-  ::setenv("TILENORM_TUNING_DB", db.c_str(), 1);
-
-  tilenorm::Runtime probe(tilenorm::RuntimeOptions{.device = 0, .use_tuning_database = false});
-  const tilenorm::Norm probe_norm = probe.load(tilenorm::kernels::builtin_program("rms_norm"));
   const tilenorm::KernelConfig tuned{64, 4, 4, static_cast<int>(tilenorm::RowStorage::registers),
                                      1};
-  tilenorm::TuningEntry entry;
-  entry.key = probe_norm.tuning_key(DType::bf16, DType::bf16, 2048, 4096);
-  entry.config = tilenorm::reflect::to_json(tuned);
-  entry.median_us = 10;
-  entry.tbps = 3;
-  entry.date = tilenorm::utc_date_time_now();
-  tilenorm::upsert_entries(db, {entry});
+  const OneEntryDatabase db("tilenorm-gpu-db", 2048, 4096, tuned);
 
   tilenorm::Runtime rt;  // reads TILENORM_TUNING_DB
   const tilenorm::Norm norm = rt.load(tilenorm::kernels::builtin_program("rms_norm"));
@@ -301,31 +320,14 @@ TEST_CASE("the runtime uses tuned configurations: exact, nearest M bucket, then 
   const auto untuned = resolve_for(100, 2304);
   CHECK(untuned.ok());
   CHECK(untuned.used.source == tilenorm::ConfigSource::heuristic);
-
-  ::unsetenv("TILENORM_TUNING_DB");
-  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("a tuned configuration these rows cannot use is named in a warning, and kept") {
-  const auto dir = std::filesystem::temp_directory_path() /
-                   ("tilenorm-gpu-db-unusable-" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
-  const auto db = dir / "tuning.json";
-  ::setenv("TILENORM_TUNING_DB", db.c_str(), 1);
-
-  tilenorm::Runtime probe(tilenorm::RuntimeOptions{.device = 0, .use_tuning_database = false});
-  const tilenorm::Norm probe_norm = probe.load(tilenorm::kernels::builtin_program("rms_norm"));
   // 1024 threads per row, 4 rows per CTA: a block of 4096 threads, which no device runs (an
   // entry written by another version of tilenorm, say, or edited by hand).
   const tilenorm::KernelConfig unusable{1024, 4, 8,
                                         static_cast<int>(tilenorm::RowStorage::registers), 1};
-  tilenorm::TuningEntry entry;
-  entry.key = probe_norm.tuning_key(DType::bf16, DType::bf16, 4096, 512);
-  entry.config = tilenorm::reflect::to_json(unusable);
-  entry.median_us = 10;
-  entry.tbps = 3;
-  entry.date = tilenorm::utc_date_time_now();
-  tilenorm::upsert_entries(db, {entry});
+  const OneEntryDatabase db("tilenorm-gpu-db-unusable", 4096, 512, unusable);
 
   std::vector<std::string> warnings;
   const tilenorm::WarningHandler previous = tilenorm::set_warning_handler(
@@ -347,8 +349,5 @@ TEST_CASE("a tuned configuration these rows cannot use is named in a warning, an
                          "got 4096") != std::string::npos);
   CHECK(warnings[0].find("the heuristic configuration runs instead") != std::string::npos);
   // The entry is still in the database.
-  CHECK(tilenorm::TuningDatabase::load_file(db).entries().size() == 1);
-
-  ::unsetenv("TILENORM_TUNING_DB");
-  std::filesystem::remove_all(dir);
+  CHECK(tilenorm::TuningDatabase::load_file(db.path()).entries().size() == 1);
 }
