@@ -1503,10 +1503,16 @@ TEST_CASE("codegen: every built-in kernel compiles for the other supported archi
     for (const auto& name : builtin_names()) {
       jobs.push_back({name, arch, heuristic_spec(lowered(name), DType::bf16, 4096, limits)});
     }
-    // Clusters (sm_90 and later): a long row split across 8 CTAs, forward and backward.
+    // fp16 forwards on one CTA per row: their words convert in the prelude's asm block.
+    for (const char* name : {"layer_norm", "rms_norm"})
+      jobs.push_back({name, arch, heuristic_spec(lowered(name), DType::f16, 4096, limits)});
+    // Clusters (sm_90 and later): a long row split across 8 CTAs, forward and backward, and an
+    // fp16 forward (whose words convert one half at a time there).
     if (!arch.starts_with("sm_8")) {
       for (const char* name : {"layer_norm", "layer_norm_backward"})
         jobs.push_back({name, arch, heuristic_spec(lowered(name), DType::bf16, 65536)});
+      jobs.push_back(
+          {"layer_norm", arch, heuristic_spec(lowered("layer_norm"), DType::f16, 65536)});
     }
   }
   const auto results = compile_all(jobs);
