@@ -19,6 +19,15 @@ int threads_per_sm(std::string_view arch) {
              : 1536;
 }
 
+// `request` compiled with kMinCtasMacro defined to `ctas` (generated kernels read it in their
+// __launch_bounds__).
+CompiledKernel compile_with_min_ctas(const CompileRequest& request, int ctas,
+                                     const DiskCache* cache) {
+  CompileRequest bounded = request;
+  bounded.options.push_back("-D" + std::string(kMinCtasMacro) + "=" + std::to_string(ctas));
+  return compile_cached(bounded, cache);
+}
+
 }  // namespace
 
 int ctas_per_sm_by_registers(int threads, int registers, std::string_view arch) {
@@ -60,9 +69,7 @@ CompiledKernel compile_for_occupancy(const CompileRequest& request, int threads_
     }
     minima.push_back(1);
     for (const int minimum : minima) {
-      CompileRequest relaxed = request;
-      relaxed.options.push_back("-D" + std::string(kMinCtasMacro) + "=" + std::to_string(minimum));
-      CompiledKernel unspilled = compile_cached(relaxed, cache);
+      CompiledKernel unspilled = compile_with_min_ctas(request, minimum, cache);
       if (!unspilled.spills()) {
         first = std::move(unspilled);
         break;
@@ -79,9 +86,7 @@ CompiledKernel compile_for_occupancy(const CompileRequest& request, int threads_
                     shared_per_cta * static_cast<std::size_t>(wanted) <= shared_memory_per_sm;
   const int target = registers_for_ctas(threads_per_block, wanted);
   if (!room || target <= 0 || first.registers - target > kOccupancySlack) return first;
-  CompileRequest squeezed = request;
-  squeezed.options.push_back("-D" + std::string(kMinCtasMacro) + "=" + std::to_string(wanted));
-  CompiledKernel second = compile_cached(squeezed, cache);
+  CompiledKernel second = compile_with_min_ctas(request, wanted, cache);
   return second.spills() ? first : second;
 }
 
