@@ -310,23 +310,24 @@ __device__ __forceinline__ void store_chunk(T* row, int col0, const float (&in)[
 }
 
 // ---- Peeled rows (KernelSpec::peel_rows). A row may start at any element. Its body is the
-// whole vectors from its first V-aligned column `head` on, which move as vectors. What is left
-// is two chunks that are partly outside the row: the head's, which ends at column `head`, and
-// the tail's, after the last whole vector; they move element by element and touch nothing
-// outside [0, N), where they read as 0. A chunk's `body` flag is known when the kernel is
-// generated wherever its sweep holds body chunks only, so the test folds away there; the caller
-// has checked that the chunk lies (partly, for the remainder's) in the row.
+// whole vectors from its first V-aligned column `head` on, which move as vectors; the caller
+// has checked that a body chunk lies in the row. What is left, the remainder, is at most
+// 2 * (V - 1) columns: the head's, before column `head`, and the tail's, after the last whole
+// vector. They move one element per thread (remainder_column), so that no warp takes a sweep
+// of element-by-element chunks for them.
 
-// The first column of remainder chunk `slot` (0: the head's, 1: the tail's) in a row whose
-// first aligned column is `head`, or N for a slot past them.
+// The column of a peeled row's remainder element k (k >= 0): the head's columns [0, head)
+// come first, then the tail's; N where k is past them.
 template <int V, int N>
-__device__ __forceinline__ int remainder_column(int slot, int head) {
-  return slot == 0 ? head - V : slot == 1 ? head + (N - head) / V * V : N;
+__device__ __forceinline__ int remainder_column(int k, int head) {
+  const int body_end = head + (N > head ? (N - head) / V * V : 0);
+  const int column = k < head ? k : body_end + (k - head);
+  return column < N ? column : N;
 }
 
 // Elements [col0, col0 + V) of a row or column parameter, which need not be aligned, element
-// by element, with zeros outside [0, N): the remainder's chunks, the copy of a column
-// parameter a CTA makes once, and column chunks at the parameter's start.
+// by element, with zeros outside [0, N): the copy of a column parameter a CTA makes once, and
+// column chunks at the parameter's edges.
 template <class T, int V, int N>
 __device__ __forceinline__ typename RawVector<sizeof(T) * V>::type gather_chunk(const T* data,
                                                                                 int col0) {
@@ -339,27 +340,25 @@ __device__ __forceinline__ typename RawVector<sizeof(T) * V>::type gather_chunk(
   return c.raw;
 }
 
-template <class T, int V, int N>
+// A body chunk of a peeled row: aligned, and inside the row.
+template <class T, int V>
 __device__ __forceinline__ typename RawVector<sizeof(T) * V>::type fetch_chunk_peeled(const T* row,
-                                                                                      int col0,
-                                                                                      bool body) {
-  if (body) return *reinterpret_cast<const typename RawVector<sizeof(T) * V>::type*>(row + col0);
-  return gather_chunk<T, V, N>(row, col0);
+                                                                                      int col0) {
+  return *reinterpret_cast<const typename RawVector<sizeof(T) * V>::type*>(row + col0);
 }
 
-template <class T, int V, int N>
-__device__ __forceinline__ void load_chunk_peeled(const T* row, int col0, float (&out)[V],
-                                                  bool body) {
-  unpack_chunk<T, V>(fetch_chunk_peeled<T, V, N>(row, col0, body), out);
+template <class T, int V>
+__device__ __forceinline__ void load_chunk_peeled(const T* row, int col0, float (&out)[V]) {
+  unpack_chunk<T, V>(fetch_chunk_peeled<T, V>(row, col0), out);
 }
 
 // As load_chunk_peeled, and also keeps the chunk at `stash`, its slot's place in the
 // shared-memory stash.
-template <class T, int V, int N>
+template <class T, int V>
 __device__ __forceinline__ void load_chunk_and_stash_peeled(const T* row, T* stash, int col0,
-                                                            float (&out)[V], bool body) {
+                                                            float (&out)[V]) {
   typedef typename RawVector<sizeof(T) * V>::type Raw;
-  const Raw raw = fetch_chunk_peeled<T, V, N>(row, col0, body);
+  const Raw raw = fetch_chunk_peeled<T, V>(row, col0);
   *reinterpret_cast<Raw*>(stash) = raw;
   unpack_chunk<T, V>(raw, out);
 }
@@ -370,22 +369,20 @@ __device__ __forceinline__ void load_stashed_chunk(const T* stash, float (&out)[
   unpack_chunk<T, V>(*reinterpret_cast<const typename RawVector<sizeof(T) * V>::type*>(stash), out);
 }
 
-// Stores a body chunk at col0, or the columns of a remainder chunk that lie in [0, N).
-template <class T, int V, int N>
-__device__ __forceinline__ void store_chunk_peeled(T* row, int col0, const float (&in)[V],
-                                                   bool body) {
+// Stores a body chunk of a peeled row at col0.
+template <class T, int V>
+__device__ __forceinline__ void store_chunk_peeled(T* row, int col0, const float (&in)[V]) {
   Chunk<T, V> c;
 #pragma unroll
   for (int v = 0; v < V; ++v) c.element[v] = from_float<T>(in[v]);
-  if (body) {
-    *reinterpret_cast<typename RawVector<sizeof(T) * V>::type*>(row + col0) = c.raw;
-    return;
-  }
-#pragma unroll
-  for (int v = 0; v < V; ++v) {
-    const int col = col0 + v;
-    if (col >= 0 && col < N) row[col] = c.element[v];
-  }
+  *reinterpret_cast<typename RawVector<sizeof(T) * V>::type*>(row + col0) = c.raw;
+}
+
+// A remainder element of a row input, raw (converted where a pass reads it, so that a
+// prefetch does not wait for its data), or zero where `column` is N (none).
+template <class T, int N>
+__device__ __forceinline__ T fetch_remainder(const T* row, int column) {
+  return column < N ? row[column] : from_float<T>(0.0f);
 }
 
 // The sizeof(Raw) bytes that start `shift` bytes into the pair lo, hi (lo at the lower
@@ -422,7 +419,7 @@ __device__ __forceinline__ Raw funnel_bytes(Raw lo, Raw hi, int shift) {
 }
 
 // Elements [col0, col0 + V) of a column parameter (contiguous [N], any element alignment) for
-// a body chunk of a peeled row (a remainder chunk's are gathered). A body chunk is
+// a body chunk of a peeled row. A body chunk is
 // aligned in the row, so generally not in the parameter (the row's misalignment changes from
 // row to row).
 // - 16-bit types: the V / 2 + 1 words that cover the chunk, shifted by half a word where the
@@ -442,14 +439,9 @@ __device__ __forceinline__ Raw funnel_bytes(Raw lo, Raw hi, int shift) {
 //   separate element-wise path made ptxas spill.
 template <class T, int V, int N>
 __device__ __forceinline__ void load_column_chunk_peeled(const T* column, int col0, float (&out)[V],
-                                                         bool body,
                                                          [[maybe_unused]] bool interior) {
   static_assert(sizeof(T) == 2 || sizeof(T) == 4, "column parameters of 16 or 32 bits");
   typedef typename RawVector<sizeof(T) * V>::type Raw;
-  if (!body) {
-    unpack_chunk<T, V>(gather_chunk<T, V, N>(column, col0), out);
-    return;
-  }
   Chunk<T, V> c;
   if constexpr (sizeof(T) == 4) {
     // Elements of the aligned vector holding column col0 that come before it.

@@ -132,9 +132,10 @@ Geometry geometry(const KernelSpec& spec) {
   const auto& c = spec.config;
   Geometry g{};
   const std::int64_t threads = std::int64_t{c.threads_per_row} * std::max(1, c.ctas_per_row);
-  // A peeled row's body is at most N / vec whole vectors (when it starts aligned), then two
-  // chunk slots for its remainder (the head's and the tail's chunks).
-  g.chunks = spec.peel_rows ? spec.n / c.vec + 2 : (spec.n + c.vec - 1) / c.vec;
+  // A peeled row's body is at most N / vec whole vectors (when it starts aligned); its
+  // remainder goes one element per thread, outside the chunk slots (remainder_iters).
+  g.chunks =
+      spec.peel_rows ? std::max<std::int64_t>(spec.n / c.vec, 1) : (spec.n + c.vec - 1) / c.vec;
   g.iters = (g.chunks + threads - 1) / threads;
   g.warps_per_row = c.threads_per_row > 32 ? c.threads_per_row / 32 : 1;
   return g;
@@ -495,14 +496,14 @@ class Emitter {
   // TPR chunks, TPR for each CTA in rank order, so that a row that does not fill the last sweep
   // leaves every CTA some columns (contiguous slices, rounded up to whole sweeps of one CTA,
   // could leave the last CTAs none).
-  // Peeled rows (alignment peeling): chunk slots before BODY_SLOTS hold the row's whole
-  // aligned vectors, from its first VEC-aligned column tn_head on; the two slots after them
-  // hold the remainder, the chunk that ends at tn_head (the head's columns) and the one after
-  // the last whole vector (the tail's), both partly outside the row (tn::remainder_column).
-  // A body chunk is inside the row or past it, so only the remainder's chunks test columns,
-  // and sweeps before BODY_SWEEPS, which hold body slots only, fold every test away. (Chunks
-  // shifted by the misalignment instead put the head in the first sweep, so that every thread
-  // tested the columns of two sweeps.)
+  // Peeled rows (alignment peeling): the chunk slots hold the row's whole aligned vectors, from
+  // its first VEC-aligned column tn_head on; a body chunk is inside the row or past it. The
+  // remainder, the head's and the tail's columns (at most 2 * (VEC - 1)), goes one element per
+  // thread to the last threads of the row (emit_head, emit_remainder_start). (Until the
+  // twenty-fourth session it took two more chunk slots, moved element by element: where the body
+  // filled whole sweeps, one warp made an extra sweep of them in every pass, and the row's other
+  // warps waited for it at the barrier: LayerNorm bf16 N = 8193, 25.8% of the stall samples there
+  // against 10.5% at 8192.)
   // A cluster kernel cannot prove a chunk inside the row from its rank, so the chunk tests inside
   // its loads and stores stay in the code even where the chunks tile the row exactly (and the
   // generated code leaves its own out, see covers_row_exactly). The backwards wrap the column
@@ -512,10 +513,7 @@ class Emitter {
   // without the tests' branches ptxas 13.0 sank the next row's prefetch past the exchange wait
   // there (LayerNorm fp32 N = 131072 81 -> 67%, bf16 262144 62 -> 55%).
   std::string chunk_column() const {
-    if (peel()) {
-      return "(" + body_chunk() + " ? tn_head + " + chunk_slot() +
-             " * VEC : tn::remainder_column<VEC, N>(" + chunk_slot() + " - BODY_SLOTS, tn_head))";
-    }
+    if (peel()) return "tn_head + " + chunk_slot() + " * VEC";
     const std::string column = chunk_slot() + " * VEC";
     const bool declared_inside = clustered_ && covers_row_exactly() && plan_.needs_finish();
     return declared_inside ? "tn::column_inside<N>(" + column + ")" : column;
@@ -524,12 +522,13 @@ class Emitter {
   std::string chunk_slot() const {
     return clustered_ ? "((it * CLUSTER + tn_rank) * TPR + lane)" : "(it * TPR + lane)";
   }
-  // Peeled rows: whether chunk `it` is a whole vector of the body (else a remainder chunk).
-  std::string body_chunk() const {
-    return "(it < BODY_SWEEPS || (it * " + std::string(clustered_ ? "CLUSTER * TPR" : "TPR") +
-           " < BODY_SLOTS && " + chunk_slot() + " < BODY_SLOTS))";
-  }
   bool peel() const { return spec_.peel_rows; }
+  // Peeled rows: the remainder elements each thread holds (REM_ITERS), or 0.
+  int remainder_iters() const {
+    const int elements = 2 * (spec_.config.vec - 1);
+    return peel() ? (elements + spec_.config.threads_per_row - 1) / spec_.config.threads_per_row
+                  : 0;
+  }
   // Whether the chunks of all threads (of every CTA of a cluster) tile N exactly, with no
   // peeling: every chunk lies inside the row, so the chunk tests are left out, and every thread
   // holds the same number of columns, so co-moment states combine with equal counts (no
@@ -552,8 +551,8 @@ class Emitter {
   }
   std::string chunk_in_row() const {
     return covers_row_exactly() ? "true"
-           : peel() ? "(it < FULL_ITERS || (" + body_chunk() + " ? c0 + VEC <= N : c0 < N))"
-                    : "(it < FULL_ITERS || c0 < N)";
+           : peel()             ? "(it < FULL_ITERS || c0 + VEC <= N)"
+                                : "(it < FULL_ITERS || c0 < N)";
   }
   // The raw chunk c0 of row input `s` from `row_pointer`, or zeros where `valid` (a condition)
   // is false or the chunk lies past the row.
@@ -561,12 +560,9 @@ class Emitter {
                              const std::string& valid) const {
     const std::string t = slot_type(s);
     return valid + (covers_row_exactly() ? "" : " && " + chunk_in_row()) + " ? tn::fetch_chunk" +
-           (peel() ? "_peeled<" : "<") + t + ", VEC, N>(" + row_pointer + ", c0" + interior_arg() +
-           ") : tn::raw_zero<" + t + ", VEC>()";
+           (peel() ? "_peeled<" + t + ", VEC>(" : "<" + t + ", VEC, N>(") + row_pointer +
+           ", c0) : tn::raw_zero<" + t + ", VEC>()";
   }
-  // The trailing argument of a peeled row chunk's load or store: whether chunk `it` is a whole
-  // vector of the body (else one of the remainder's two chunks).
-  std::string interior_arg() const { return peel() ? ", " + body_chunk() : ""; }
   // Where chunk c0 sits in a row's shared-memory stash: at its chunk slot times VEC, which
   // for peeled rows is not its column.
   std::string stash_offset() const { return peel() ? chunk_slot() + " * VEC" : "c0"; }
@@ -719,12 +715,9 @@ class Emitter {
          << (covers_row_exactly() ? ""
                                   : "  constexpr int FULL_ITERS = " + std::to_string(full_iters()) +
                                         ";  // sweeps wholly inside the row\n")
-         << (peel()
-                 ? "  constexpr int BODY_SLOTS = N / VEC;  // chunk slots of whole vectors, then "
-                   "the remainder's\n  constexpr int BODY_SWEEPS = " +
-                       std::to_string(spec_.n / spec_.config.vec / sweep_chunks()) +
-                       ";  // sweeps of body slots only\n"
-                 : "")
+         << (peel() ? "  constexpr int REM_ITERS = " + std::to_string(remainder_iters()) +
+                          ";  // a peeled row's remainder elements per thread\n"
+                    : "")
          << "  const int lane = threadIdx.x % TPR;\n"
          << "  const int row_in_cta = threadIdx.x / TPR;\n";
     if (clustered_) {
@@ -780,6 +773,8 @@ class Emitter {
         out_ << "  float xacc" << r << " = 0.0f;\n";
       else if (!shared_partials_)
         out_ << "  float xacc" << r << "[ITERS][VEC];\n  tn::zero2(xacc" << r << ");\n";
+      if (ir::varies_along_row(g_.node(r).shape) && remainder_iters() > 0)
+        out_ << "  float xacc" << r << "_rem[REM_ITERS] = {};  // the remainder's columns\n";
     }
   }
 
@@ -883,15 +878,46 @@ class Emitter {
              << ";\n";
       }
     }
-    out_ << "    }\n  }\n";
+    out_ << "    }\n";
+    emit_remainder_loads("_next", "fetch", "fetch_valid");
+    out_ << "  }\n";
   }
 
-  // Declares a raw chunk array `in<i><suffix>[ITERS]` per row input.
+  // A peeled row's remainder elements of every row input: in<i>_rem<to>[rk] from the row at
+  // `row_prefix`<i>, zeros where `valid` is false.
+  void emit_remainder_loads(const std::string& to, const std::string& row_prefix,
+                            const std::string& valid) {
+    if (remainder_iters() == 0) return;
+    out_ << "#pragma unroll\n    for (int rk = 0; rk < REM_ITERS; ++rk) {\n";
+    for (std::size_t i = 0; i < p_.slots.size(); ++i) {
+      const ir::Slot& s = p_.slots[i];
+      if (s.role != ir::Role::read || s.shape != Shape::tile) continue;
+      const std::string t = slot_type(s);
+      out_ << "      in" << i << "_rem" << to << "[rk] = " << valid << " ? tn::fetch_remainder<"
+           << t << ", N>(" << row_prefix << i << ", tn_rem_col[rk]) : tn::from_float<" << t
+           << ">(0.0f);\n";
+    }
+    out_ << "    }\n";
+  }
+
+  // Declares a raw chunk array `in<i><suffix>[ITERS]` per row input, and for peeled rows the
+  // array of its remainder elements.
   void declare_raw_rows(const std::string& suffix) {
     for (std::size_t i = 0; i < p_.slots.size(); ++i) {
       const ir::Slot& s = p_.slots[i];
       if (s.role == ir::Role::read && s.shape == Shape::tile)
         out_ << "  " << raw_type(s) << " in" << i << suffix << "[ITERS];\n";
+    }
+    declare_remainder_rows(suffix);
+  }
+  // A peeled row's remainder elements of each row input, `in<i>_rem<suffix>[REM_ITERS]`, raw:
+  // they stay in registers for the row's passes whatever the row storage.
+  void declare_remainder_rows(const std::string& suffix) {
+    if (remainder_iters() == 0) return;
+    for (std::size_t i = 0; i < p_.slots.size(); ++i) {
+      const ir::Slot& s = p_.slots[i];
+      if (s.role == ir::Role::read && s.shape == Shape::tile)
+        out_ << "  " << slot_type(s) << " in" << i << "_rem" << suffix << "[REM_ITERS];\n";
     }
   }
 
@@ -925,7 +951,12 @@ class Emitter {
     emit_row_start("block");
     fetched_this_row_ = false;
     inputs_read_.clear();
-    if (rows_in_registers(storage_)) emit_preload();
+    if (rows_in_registers(storage_)) {
+      emit_preload();
+    } else {
+      declare_remainder_rows("_raw");
+      emit_remainder_loads("_raw", "row", "row_valid");
+    }
     emit_row_scalars(-1);
     for (std::size_t phase = 0; phase < lp_.reduction_phases.size(); ++phase) {
       emit_pass(static_cast<int>(phase));
@@ -986,15 +1017,22 @@ class Emitter {
     raw_suffix_ = "_raw";
   }
 
-  // Copies every row input's raw chunks from in<i><from> to in<i><to>.
+  // Copies every row input's raw chunks from in<i><from> to in<i><to>, and its remainder
+  // elements.
   void emit_raw_copy(const std::string& to, const std::string& from) {
-    out_ << "#pragma unroll\n  for (int it = 0; it < ITERS; ++it) {\n";
-    for (std::size_t i = 0; i < p_.slots.size(); ++i) {
-      const ir::Slot& s = p_.slots[i];
-      if (s.role == ir::Role::read && s.shape == Shape::tile)
-        out_ << "    in" << i << to << "[it] = in" << i << from << "[it];\n";
+    for (const bool rem : {false, true}) {
+      if (rem && remainder_iters() == 0) continue;
+      const std::string k = rem ? "rk" : "it", suffix = rem ? "_rem" : "";
+      out_ << "#pragma unroll\n  for (int " << k << " = 0; " << k << " < "
+           << (rem ? "REM_ITERS" : "ITERS") << "; ++" << k << ") {\n";
+      for (std::size_t i = 0; i < p_.slots.size(); ++i) {
+        const ir::Slot& s = p_.slots[i];
+        if (s.role == ir::Role::read && s.shape == Shape::tile)
+          out_ << "    in" << i << suffix << to << "[" << k << "] = in" << i << suffix << from
+               << "[" << k << "];\n";
+      }
+      out_ << "  }\n";
     }
-    out_ << "  }\n";
   }
 
   // Peeled rows: how many elements this row starts past a VEC-aligned address. Every row
@@ -1030,8 +1068,17 @@ class Emitter {
     throw ProgramError("codegen: program '" + p_.name + "' has no row tensor to peel");
   }
 
-  // The columns before a peeled row's first VEC-aligned column.
-  void emit_head() { out_ << "  const int tn_head = (VEC - tn_shift) % VEC;\n"; }
+  // The columns before a peeled row's first VEC-aligned column, and the columns of this
+  // thread's remainder elements (N where it has none): element k goes to the row's thread
+  // TPR - 1 - k % TPR, on a cluster's last CTA, whose sweeps hold the fewest body chunks.
+  void emit_head() {
+    out_ << "  const int tn_head = (VEC - tn_shift) % VEC;\n";
+    if (remainder_iters() == 0) return;
+    out_ << "  int tn_rem_col[REM_ITERS];\n#pragma unroll\n"
+         << "  for (int rk = 0; rk < REM_ITERS; ++rk)\n    tn_rem_col[rk] = "
+         << (clustered_ ? "tn_rank != CLUSTER - 1 ? N : " : "")
+         << "tn::remainder_column<VEC, N>(rk * TPR + TPR - 1 - lane, tn_head);\n";
+  }
 
   // Rows in registers are held raw (16-bit types packed two to a register) and converted to
   // fp32 chunk by chunk in each pass: half the registers of fp32 copies, for one cheap
@@ -1042,24 +1089,27 @@ class Emitter {
 
   void emit_preload() {
     declare_raw_rows("_raw");
+    if (prefetching()) {
+      emit_raw_copy("_raw", "_next");
+      emit_fetch("block + " + block_count_);
+      return;
+    }
     if (staging()) out_ << "  tn::wait_async_copies();\n";
     out_ << "#pragma unroll\n  for (int it = 0; it < ITERS; ++it) {\n";
-    // Only rows loaded here need the chunk's column (staged and prefetched rows are in flight).
-    if (!staging() && !prefetching()) out_ << "    const int c0 = " << chunk_column() << ";\n";
+    // Only rows loaded here need the chunk's column (staged rows are in flight).
+    if (!staging()) out_ << "    const int c0 = " << chunk_column() << ";\n";
     for (std::size_t i = 0; i < p_.slots.size(); ++i) {
       const ir::Slot& s = p_.slots[i];
       if (s.role != ir::Role::read || s.shape != Shape::tile) continue;
       if (staging()) {
         out_ << "    in" << i << "_raw[it] = tn_stage" << i << "[it * TPR * RPC];\n";
-      } else if (prefetching()) {
-        out_ << "    in" << i << "_raw[it] = in" << i << "_next[it];\n";
       } else {
         out_ << "    in" << i
              << "_raw[it] = " << raw_chunk_load(s, "row" + std::to_string(i), "row_valid") << ";\n";
       }
     }
     out_ << "  }\n";
-    if (prefetching()) emit_fetch("block + " + block_count_);
+    emit_remainder_loads("_raw", "row", "row_valid");
   }
 
   // The nodes `keep` accepts that computing `roots` needs, in topological order, not looking
@@ -1133,16 +1183,20 @@ class Emitter {
     const bool unroll_fully =
         rows_in_registers(storage_) || geo_.iters <= 4 || !column_sums.empty();
     out_ << (unroll_fully ? "#pragma unroll\n" : "#pragma unroll 4\n");
-    // A peeled row's final pass takes the head sweep last where it reads column parameters
-    // from global memory: the interior sweeps load their column chunks with no branch, so that
-    // ptxas issues all of their loads together, ahead of the head's and tail's element-wise
-    // paths. (Not from a shared copy: LayerNorm bf16 N = 12345, a persistent cluster kernel,
-    // measured 62.4 -> 56.2% of the copy with the head last, twenty-first session, run 1.)
-    const bool head_last = peel() && final_pass && unroll_fully && geo_.iters > 1 && !column_stash_;
+    // A peeled row's final pass takes its first sweep last where it reads column parameters
+    // from global memory: the middle sweeps' column chunks can neither start before the
+    // parameter nor end past it, so they load with no branch, and ptxas issues all of their
+    // loads together, ahead of the first sweep's (and the last one's) tested paths. (Not from a
+    // shared copy: LayerNorm bf16 N = 12345, a persistent cluster kernel, measured 62.4 -> 56.2%
+    // of the copy with the first sweep last, twenty-first session, run 1. Without it, the
+    // twenty-fourth session's run 1 measured the one-CTA kernels of peeled rows in registers
+    // 4-14 points slower: RMSNorm fp32 N = 8193 79.9% against 93.7%.)
+    const bool first_last =
+        peel() && final_pass && unroll_fully && geo_.iters > 1 && !column_stash_;
     // Only column loads and row stores read c0, and where the chunks tile N, not the test.
-    out_ << (head_last ? "  for (int sweep = 0; sweep < ITERS; ++sweep) {\n"
-                         "    const int it = (sweep + 1) % ITERS;\n"
-                       : "  for (int it = 0; it < ITERS; ++it) {\n")
+    out_ << (first_last ? "  for (int sweep = 0; sweep < ITERS; ++sweep) {\n"
+                          "    const int it = (sweep + 1) % ITERS;\n"
+                        : "  for (int it = 0; it < ITERS; ++it) {\n")
          << "    [[maybe_unused]] const int c0 = " << chunk_column() << ";\n"
          << "    if (" << chunk_in_row() << ") {\n";
     emit_chunk_loads(nodes);
@@ -1152,25 +1206,62 @@ class Emitter {
         out_ << "      float xp" << k << "[XW];\n";
     }
     out_ << "#pragma unroll\n      for (int v = 0; v < VEC; ++v) {\n";
+    emit_element_statements(nodes, reductions, column_sums, outputs, false);
+    out_ << "      }\n";
+    for (std::size_t i : outputs) {
+      const std::string t = slot_type(slot(static_cast<int>(i)));
+      out_ << "      if (row_valid) tn::store_chunk"
+           << (peel() ? "_peeled<" + t + ", VEC>" : "<" + t + ", VEC, N>") << "(row" << i
+           << ", c0, out" << i << ");\n";
+    }
+    out_ << "    }\n  }\n";
+    if (remainder_iters() > 0) {
+      emit_remainder_start(nodes);
+      for (std::size_t i : outputs) out_ << "      float out" << i << "[1];\n";
+      emit_element_statements(nodes, reductions, column_sums, outputs, true);
+      for (std::size_t i : outputs) {
+        out_ << "      if (row_valid) row" << i << "[c0] = tn::from_float<"
+             << slot_type(slot(static_cast<int>(i))) << ">(out" << i << "[0]);\n";
+      }
+      out_ << "    }\n  }\n";
+    }
+    note_pass_inputs(nodes, final_pass);
+    if (final_pass) return;
+    emit_centering_pass(reductions);
+    emit_row_reduction(reductions, lp_.reduction_phases[phase]);
+  }
+
+  // The statements of a pass for column c0 + v: the element values, the reductions' and the
+  // column partial sums' accumulation, and the outputs. A remainder element (alignment
+  // peeling) is one column (v is 0), inside the row, with column partial sums of its own.
+  void emit_element_statements(const std::vector<NodeId>& nodes,
+                               const std::vector<NodeId>& reductions,
+                               const std::vector<NodeId>& column_sums,
+                               const std::vector<std::size_t>& outputs, bool remainder) {
+    if (remainder) out_ << "      {\n        constexpr int v = 0;\n";
     emit_element_values(nodes);
+    const std::string mask = remainder ? "" : column_mask();
     for (NodeId r : reductions) {
       const Node& n = g_.node(r);
       if (is_comoment(r)) {
         // The first of a co-moment's two passes over this thread's columns: their sums.
         const std::string c = "cm" + std::to_string(r);
-        out_ << "        " << column_mask() << "{\n          " << c
-             << "_sum_a += " << ref(n.args[0]) << ";\n"
+        out_ << "        " << mask << "{\n          " << c << "_sum_a += " << ref(n.args[0])
+             << ";\n"
              << (one_sum(r) ? "" : "          " + c + "_sum_b += " + ref(n.args[1]) + ";\n")
              << (centers_on_warp_average() ? "          " + c + "_n += 1.0f;\n" : "")
              << "        }\n";
         continue;
       }
-      out_ << "        " << column_mask() << "acc" << r << " = tn::combine<"
-           << reduce_op_constant(n.op) << ">(acc" << r << ", " << ref(n.args[0]) << ");\n";
+      out_ << "        " << mask << "acc" << r << " = tn::combine<" << reduce_op_constant(n.op)
+           << ">(acc" << r << ", " << ref(n.args[0]) << ");\n";
     }
     for (std::size_t k = 0; k < column_sums.size(); ++k) {
       const NodeId r = column_sums[k];
-      if (runs_ > 1) {
+      if (remainder) {
+        out_ << "        if (row_valid) xacc" << r << "_rem[rk] += " << ref(g_.node(r).args[0])
+             << ";\n";
+      } else if (runs_ > 1) {
         // Added a run of XW columns at a time, so that only XW values wait for the add.
         out_ << "        xp" << k << "[v % XW] = " << ref(g_.node(r).args[0]) << ";\n"
              << "        if (row_valid && v % XW == XW - 1) tn::add_run<XW>(&"
@@ -1185,32 +1276,40 @@ class Emitter {
     }
     for (std::size_t i : outputs)
       out_ << "        out" << i << "[v] = " << ref(slot(static_cast<int>(i)).value) << ";\n";
-    out_ << "      }\n";
-    for (std::size_t i : outputs) {
-      out_ << "      if (row_valid) tn::store_chunk" << (peel() ? "_peeled<" : "<")
-           << slot_type(slot(static_cast<int>(i))) << ", VEC, N>(row" << i << ", c0, out" << i
-           << interior_arg() << ");\n";
-    }
-    out_ << "    }\n  }\n";
-    note_pass_inputs(nodes, final_pass);
-    if (final_pass) return;
-    emit_centering_pass(reductions);
-    emit_row_reduction(reductions, lp_.reduction_phases[phase]);
+    if (remainder) out_ << "      }\n";
   }
 
-  // Reductions skip the columns of a chunk that lie outside the row: past N, or, for peeled
-  // rows, outside [0, N) in the remainder's chunks.
+  // Opens the loop over this thread's remainder elements of a peeled row (see chunk_column)
+  // and loads what `nodes` read at column c0: the row inputs from the registers that hold them
+  // for the row, the column parameters from global memory (L1 keeps them across rows).
+  void emit_remainder_start(const std::vector<NodeId>& nodes) {
+    out_ << "#pragma unroll\n  for (int rk = 0; rk < REM_ITERS; ++rk) {  // the row's remainder\n"
+         << "    const int c0 = tn_rem_col[rk];\n"
+         << "    if (c0 < N) {\n";
+    for (NodeId id : nodes) {
+      const Node& n = g_.node(id);
+      if (n.op != Op::load) continue;
+      const std::string i = std::to_string(n.index);
+      if (n.shape == Shape::tile) {
+        out_ << "      const float in" << i << "[1] = {tn::to_float(in" << i << "_rem"
+             << raw_suffix_ << "[rk])};\n";
+      } else if (n.shape == Shape::column) {
+        out_ << "      const float col" << i << "[1] = {tn::to_float(p_" << slot(n.index).name
+             << "[c0])};\n";
+      }
+    }
+  }
+
+  // Reductions skip the columns of a chunk that lie outside the row, past N (a peeled row's
+  // chunks are whole vectors where the chunk test holds).
   std::string column_mask() const {
     const bool ragged = spec_.n % spec_.config.vec != 0;
-    return peel()   ? "if (" + body_chunk() + " || (c0 + v >= 0 && c0 + v < N)) "
-           : ragged ? "if (it < FULL_ITERS || c0 + v < N) "
-                    : "";
+    return !peel() && ragged ? "if (it < FULL_ITERS || c0 + v < N) " : "";
   }
 
   // Whether column c0 + v of a chunk lies in the row, where column partial sums are written.
   std::string column_in_row() const {
-    return peel() ? "(" + body_chunk() + " ? c0 + VEC <= N : c0 + v >= 0 && c0 + v < N)"
-                  : "c0 + v < N";
+    return peel() ? "(it < FULL_ITERS || c0 + VEC <= N)" : "c0 + v < N";
   }
 
   // The prelude's template flags for combining co-moment r's states: tn::Counts (equal when
@@ -1254,7 +1353,7 @@ class Emitter {
         } else {
           out_ << "      tn::" << (peel() ? "load_column_chunk_peeled<" : "load_chunk<")
                << slot_type(s) << ", VEC, N>(p_" << s.name << ", c0, col" << n.index
-               << (peel() ? ", " + body_chunk() + ", it > 0" : "") << ");\n";
+               << (peel() ? ", it > 0" : "") << ");\n";
         }
       }
     }
@@ -1325,12 +1424,22 @@ class Emitter {
     emit_chunk_loads(nodes);
     out_ << "#pragma unroll\n      for (int v = 0; v < VEC; ++v) {\n";
     emit_element_values(nodes);
+    emit_centered_products(comoments, column_mask());
+    out_ << "      }\n    }\n  }\n";
+    if (remainder_iters() > 0) {
+      emit_remainder_start(nodes);
+      out_ << "      {\n        constexpr int v = 0;\n";
+      emit_element_values(nodes);
+      emit_centered_products(comoments, "");
+      out_ << "      }\n    }\n  }\n";
+    }
+  }
+  void emit_centered_products(const std::vector<NodeId>& comoments, const std::string& mask) {
     for (NodeId r : comoments) {
       const Node& n = g_.node(r);
-      out_ << "        " << column_mask() << "acc" << r << ".c += (" << ref(n.args[0]) << " - acc"
-           << r << ".avg_a) * (" << ref(n.args[1]) << " - acc" << r << ".avg_b);\n";
+      out_ << "        " << mask << "acc" << r << ".c += (" << ref(n.args[0]) << " - acc" << r
+           << ".avg_a) * (" << ref(n.args[1]) << " - acc" << r << ".avg_b);\n";
     }
-    out_ << "      }\n    }\n  }\n";
   }
 
   void emit_row_load(int index) {
@@ -1343,8 +1452,8 @@ class Emitter {
     }
     out_ << "      float in" << i << "[VEC];\n";
     if (storage_ == RowStorage::shared && !stashed_[index] && peel()) {
-      out_ << "      if (row_valid) tn::load_chunk_and_stash_peeled<" << t << ", VEC, N>(row" << i
-           << ", stash" << i << " + " << stash_offset() << ", c0, in" << i << interior_arg()
+      out_ << "      if (row_valid) tn::load_chunk_and_stash_peeled<" << t << ", VEC>(row" << i
+           << ", stash" << i << " + " << stash_offset() << ", c0, in" << i
            << ");\n      else tn::zero(in" << i << ");\n";
       stashed_[index] = true;
     } else if (storage_ == RowStorage::shared && !stashed_[index]) {
@@ -1352,7 +1461,7 @@ class Emitter {
            << ", stash" << i << ", c0, in" << i << ");\n      else tn::zero(in" << i << ");\n";
       stashed_[index] = true;
     } else if (storage_ == RowStorage::shared && peel()) {
-      // The stash holds whole chunks, with zeros outside the row.
+      // The stash holds the body's chunks, at their slots.
       out_ << "      if (row_valid) tn::load_stashed_chunk<" << t << ", VEC>(stash" << i << " + "
            << stash_offset() << ", in" << i << ");\n      else tn::zero(in" << i << ");\n";
     } else if (storage_ == RowStorage::shared) {
@@ -1360,9 +1469,9 @@ class Emitter {
       out_ << "      if (row_valid) tn::load_chunk<" << t << ", VEC, N>(stash" << i << ", c0, in"
            << i << ");\n      else tn::zero(in" << i << ");\n";
     } else {
-      out_ << "      if (row_valid) tn::load_chunk" << (peel() ? "_peeled<" : "<") << t
-           << ", VEC, N>(row" << i << ", c0, in" << i << interior_arg()
-           << ");\n      else tn::zero(in" << i << ");\n";
+      out_ << "      if (row_valid) tn::load_chunk"
+           << (peel() ? "_peeled<" + t + ", VEC>" : "<" + t + ", VEC, N>") << "(row" << i
+           << ", c0, in" << i << ");\n      else tn::zero(in" << i << ");\n";
     }
   }
 
@@ -1516,15 +1625,22 @@ class Emitter {
                << shared_partial(std::to_string(column), "it", "v", "g * TPR + lane") << ";\n"
                << "          dst[static_cast<long long>(" << block_index_
                << ") * N + c0 + v] = total;\n"
-               << "        }\n      }\n    }\n";
+               << "        }\n      }\n";
+          emit_remainder_partials(r, [&](const std::string& column) {
+            return "dst[static_cast<long long>(" + block_index_ + ") * N + " + column + "]";
+          });
+          out_ << "    }\n";
         } else if (combine_) {
           out_ << "    __syncthreads();\n"
                << "#pragma unroll\n    for (int it = 0; it < ITERS; ++it) {\n"
                << "      const int c0 = " << chunk_column() << ";\n"
                << "#pragma unroll\n      for (int v = 0; v < VEC; ++v)\n"
                << "        if (" << column_in_row()
-               << ") tn_combine[row_in_cta * N + c0 + v] = xacc" << r
-               << "[it][v];\n    }\n    __syncthreads();\n"
+               << ") tn_combine[row_in_cta * N + c0 + v] = xacc" << r << "[it][v];\n    }\n";
+          emit_remainder_partials(r, [](const std::string& column) {
+            return "tn_combine[row_in_cta * N + " + column + "]";
+          });
+          out_ << "    __syncthreads();\n"
                << "    for (int c = threadIdx.x; c < N; c += TPR * RPC) {\n"
                << "      float total = 0.0f;\n"
                << "      for (int g = 0; g < RPC; ++g) total += tn_combine[g * N + c];\n"
@@ -1538,6 +1654,8 @@ class Emitter {
                << "#pragma unroll\n      for (int v = 0; v < VEC; ++v)\n"
                << "        if (" << column_in_row() << ") mine[c0 + v] = xacc" << r
                << "[it][v];\n    }\n";
+          emit_remainder_partials(r,
+                                  [](const std::string& column) { return "mine[" + column + "]"; });
         }
         out_ << "  }\n";
         ++column;
@@ -1559,6 +1677,15 @@ class Emitter {
         ++scalar;
       }
     }
+  }
+
+  // A peeled row's remainder columns of column partial sum r, into `target` (of a column).
+  void emit_remainder_partials(NodeId r,
+                               const std::function<std::string(const std::string&)>& target) {
+    if (remainder_iters() == 0) return;
+    out_ << "#pragma unroll\n    for (int rk = 0; rk < REM_ITERS; ++rk)\n"
+         << "      if (tn_rem_col[rk] < N) " << target("tn_rem_col[rk]") << " = xacc" << r
+         << "_rem[rk];\n";
   }
 
   // The fold (folds_partials): once every CTA of the cluster has its column partial sums in

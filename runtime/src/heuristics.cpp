@@ -145,8 +145,7 @@ KernelConfig heuristic_config(const LoweredProgram& program, DType io_dtype, DTy
                               bool peel_rows) {
   const int widest = widest_vec(io_dtype, param_dtype);
   const int vec = max_vec > 0 ? std::min(widest, max_vec) : widest;
-  // Sized by the row's vectors; a peeled row may take one more (a head and a tail), which the
-  // checks below count.
+  // Sized by the row's vectors (a peeled row's whole vectors are at most as many).
   const std::int64_t chunks = (n + vec - 1) / vec;
   auto fits = [&](const KernelConfig& config) {
     const KernelSpec spec{io_dtype, param_dtype, n, config, peel_rows};
@@ -242,6 +241,8 @@ KernelConfig heuristic_config(const LoweredProgram& program, DType io_dtype, DTy
   // LayerNorm at 128 threads 88.9% against 75.9% on 2 x 256, RMSNorm at 256 threads 93.0%
   // against 86.1%; N = 12345 RMSNorm at 512 threads 94.9% against 88.4% on 4 x 256, LayerNorm
   // 85.4% against 87.4%).
+  // Threads for one vector more than the row's: the configurations measured above, when a
+  // peeled row took two chunk slots more for its remainder (until the twenty-fourth session).
   const std::int64_t row_slots = chunks + (peel_rows ? 1 : 0);
   const bool peeled_long_forward = !persistent && single_phase && peel_rows &&
                                    chunks > kLongRowVectors && dtype_size(io_dtype) < 4;

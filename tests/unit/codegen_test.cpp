@@ -9,6 +9,7 @@
 #include <future>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "four_reductions.hpp"
@@ -1598,26 +1599,37 @@ TEST_CASE(
                  "const int tn_shift = static_cast<int>(reinterpret_cast<unsigned long "
                  "long>(row0) / sizeof(tn::bf16) % VEC);"));
   CHECK(contains(text, "const int tn_head = (VEC - tn_shift) % VEC;"));
-  // Slots before BODY_SLOTS hold whole vectors from column tn_head on, the rest one column of
-  // the head or the tail each; the first BODY_SWEEPS sweeps hold body slots only.
-  CHECK(contains(text, "constexpr int BODY_SLOTS = N / VEC;"));
-  CHECK(contains(text, "constexpr int BODY_SWEEPS = 4;"));
-  const std::string body =
-      "(it < BODY_SWEEPS || (it * TPR < BODY_SLOTS && (it * TPR + lane) < BODY_SLOTS))";
-  CHECK(contains(text, "const int c0 = (" + body +
-                           " ? tn_head + (it * TPR + lane) * VEC : tn::remainder_column<VEC, "
-                           "N>((it * TPR + lane) - BODY_SLOTS, tn_head));"));
-  CHECK(contains(text, "tn::fetch_chunk_peeled<tn::bf16, VEC, N>(row0, c0, " + body + ")"));
-  CHECK(contains(text, "tn::load_column_chunk_peeled<tn::bf16, VEC, N>(p_weight, c0, col4, " +
-                           body + ", it > 0);"));
-  CHECK(contains(text, "tn::store_chunk_peeled<tn::bf16, VEC, N>(row6, c0, out6, " + body + ")"));
-  // A body chunk is inside the row or past it; the remainder's two chunks test their columns.
-  CHECK(contains(text, "(it < FULL_ITERS || (" + body + " ? c0 + VEC <= N : c0 < N))"));
-  const std::string masked = "if (" + body + " || (c0 + v >= 0 && c0 + v < N)) ";
-  CHECK(contains(text, masked + "acc4.c += "));
-  CHECK(contains(text, masked + "{\n          cm4_sum_a += in0[v];"));
-  // The final pass takes the first sweep last, after the ones whose column loads need no test.
-  CHECK(contains(text, "    const int it = (sweep + 1) % ITERS;\n"));
+  // The chunk slots hold whole vectors from column tn_head on: aligned loads and stores with no
+  // column test of their own, and no per-column masks.
+  CHECK(contains(text, "const int c0 = tn_head + (it * TPR + lane) * VEC;"));
+  CHECK(contains(text, "tn::fetch_chunk_peeled<tn::bf16, VEC>(row0, c0)"));
+  CHECK(contains(text,
+                 "tn::load_column_chunk_peeled<tn::bf16, VEC, N>(p_weight, c0, col4, it > 0);"));
+  CHECK(contains(text, "tn::store_chunk_peeled<tn::bf16, VEC>(row6, c0, out6)"));
+  // A body chunk is inside the row or past it.
+  CHECK(contains(text, "if ((it < FULL_ITERS || c0 + VEC <= N)) {"));
+  CHECK_FALSE(contains(text, "c0 + v"));
+  // The remainder (at most 14 columns of bf16) goes one element per thread, to the row's last
+  // threads: each pass adds it after the chunks, reading the row's element from a register and
+  // the column parameters' from global memory.
+  CHECK(contains(text, "constexpr int REM_ITERS = 1;"));
+  CHECK(contains(text,
+                 "tn_rem_col[rk] = tn::remainder_column<VEC, N>(rk * TPR + TPR - 1 - lane, "
+                 "tn_head);"));
+  CHECK(contains(text,
+                 "in0_rem_raw[rk] = row_valid ? tn::fetch_remainder<tn::bf16, N>(row0, "
+                 "tn_rem_col[rk]) : tn::from_float<tn::bf16>(0.0f);"));
+  const std::string remainder =
+      "  for (int rk = 0; rk < REM_ITERS; ++rk) {  // the row's remainder\n"
+      "    const int c0 = tn_rem_col[rk];\n    if (c0 < N) {\n"
+      "      const float in0[1] = {tn::to_float(in0_rem_raw[rk])};\n";
+  CHECK(contains(text, remainder + "      {\n        constexpr int v = 0;\n        {\n"
+                                   "          cm4_sum_a += in0[v];\n          cm4_n += 1.0f;"));
+  CHECK(contains(text, remainder + "      {\n        constexpr int v = 0;\n"
+                                   "        acc4.c += (in0[v] - acc4.avg_a)"));
+  CHECK(contains(text, remainder + "      const float col4[1] = {tn::to_float(p_weight[c0])};\n"
+                                   "      const float col5[1] = {tn::to_float(p_bias[c0])};\n"));
+  CHECK(contains(text, "if (row_valid) row6[c0] = tn::from_float<tn::bf16>(out6[0]);"));
   // Threads hold unequal numbers of columns: the co-moment is centered on each warp's average
   // (its count and sum added up by shuffles), so a warp's lanes add up their centered sums
   // with no combines of states, the warps' states combine once per row (one barrier), and a
@@ -1649,11 +1661,16 @@ TEST_CASE(
   CHECK(contains(cluster, "acc4.n = tn::group_allreduce<tn::kSum, 32>(cm4_n);"));
   CHECK_FALSE(contains(cluster, "comoment_allreduce"));
   CHECK(contains(cluster, "tn::combine_comoment_slots<CLUSTER, tn::Counts::positive, true>"));
+  CHECK(contains(cluster, "tn_rem_col[rk] = tn_rank != CLUSTER - 1 ? N : "));
   const std::string rms = kernel_text(tilenorm::generate_cuda(lowered("rms_norm"), peeled));
-  CHECK(contains(rms, masked + "acc3 = tn::combine<tn::kSum>(acc3, e2);"));
-  // 4097 columns take at most 512 whole vectors, then the remainder's two chunks: 5 sweeps of
-  // 128.
-  CHECK(contains(text, "constexpr int ITERS = 5;"));
+  CHECK(contains(rms, "        acc3 = tn::combine<tn::kSum>(acc3, e2);"));
+  // 4097 columns take at most 512 whole vectors: 4 sweeps of 128.
+  CHECK(contains(text, "constexpr int ITERS = 4;"));
+  // Threads of fewer than 14 lanes per row hold several remainder elements.
+  CHECK(contains(
+      kernel_text(tilenorm::generate_cuda(
+          program, {DType::bf16, DType::bf16, 100, config(8, 4, 8, RowStorage::registers), true})),
+      "constexpr int REM_ITERS = 2;"));
   // Without peeling nothing of it is generated, and the chunk column is the plain one.
   KernelSpec aligned = peeled;
   aligned.peel_rows = false;
@@ -1663,15 +1680,14 @@ TEST_CASE(
   CHECK_FALSE(contains(plain, "rows peeled"));
   CHECK(contains(plain, "const int c0 = (it * TPR + lane) * VEC;"));
   CHECK(contains(plain, "tn::load_chunk<tn::bf16, VEC, N>(p_weight, c0, col"));
-  // An aligned N of 4096 needs a sweep more when peeled, for the remainder: 4, then 5.
-  CHECK(contains(kernel_text(tilenorm::generate_cuda(
-                     program, {DType::bf16, DType::bf16, 4096,
-                               config(128, 1, 8, RowStorage::registers), false})),
-                 "constexpr int ITERS = 4;"));
-  CHECK(contains(kernel_text(tilenorm::generate_cuda(
-                     program, {DType::bf16, DType::bf16, 4096,
-                               config(128, 1, 8, RowStorage::registers), true})),
-                 "constexpr int ITERS = 5;"));
+  CHECK_FALSE(contains(plain, "REM_ITERS"));
+  // An aligned N of 4096 takes the same sweeps peeled: its remainder needs none.
+  for (const bool peel : {false, true}) {
+    CHECK(contains(kernel_text(tilenorm::generate_cuda(
+                       program, {DType::bf16, DType::bf16, 4096,
+                                 config(128, 1, 8, RowStorage::registers), peel})),
+                   "constexpr int ITERS = 4;"));
+  }
 }
 
 TEST_CASE("codegen: a peeled shared-memory stash is laid out by chunk, not by column") {
@@ -1680,23 +1696,21 @@ TEST_CASE("codegen: a peeled shared-memory stash is laid out by chunk, not by co
                         true};
   const auto kernel = tilenorm::generate_cuda(program, spec);
   const std::string text = kernel_text(kernel);
-  const std::string body =
-      "(it < BODY_SWEEPS || (it * TPR < BODY_SLOTS && (it * TPR + lane) < BODY_SLOTS))";
   CHECK(contains(text,
-                 "tn::load_chunk_and_stash_peeled<tn::bf16, VEC, N>(row0, stash0 + (it * TPR + "
-                 "lane) * VEC, c0, in0, " +
-                     body + ")"));
+                 "tn::load_chunk_and_stash_peeled<tn::bf16, VEC>(row0, stash0 + (it * TPR + "
+                 "lane) * VEC, c0, in0)"));
   CHECK(contains(text,
                  "tn::load_stashed_chunk<tn::bf16, VEC>(stash0 + (it * TPR + lane) * VEC, "
                  "in0)"));
-  // 2047 / 8 = 255 whole vectors and the remainder's 2: 257 chunks of 8 bf16 values per row,
-  // 2 rows.
-  CHECK(kernel.dynamic_shared_bytes == 257 * 8 * 2 * 2);
-  CHECK(contains(text, "stash0 = reinterpret_cast<tn::bf16*>(tn_stash_next) + row_in_cta * 2056;"));
+  // At most 2047 / 8 = 255 whole vectors: 255 chunks of 8 bf16 values per row, 2 rows. The
+  // remainder stays in registers.
+  CHECK(kernel.dynamic_shared_bytes == 255 * 8 * 2 * 2);
+  CHECK(contains(text, "stash0 = reinterpret_cast<tn::bf16*>(tn_stash_next) + row_in_cta * 2040;"));
+  CHECK(contains(text, "in0_rem_raw[rk] = row_valid ? tn::fetch_remainder<tn::bf16, N>(row0, "));
   // Global storage re-reads the row with the same peeled loads.
   const auto global = kernel_text(tilenorm::generate_cuda(
       program, {DType::bf16, DType::bf16, 2047, config(256, 2, 8, RowStorage::global), true}));
-  CHECK(contains(global, "tn::load_chunk_peeled<tn::bf16, VEC, N>(row0, c0, in0, " + body + ")"));
+  CHECK(contains(global, "tn::load_chunk_peeled<tn::bf16, VEC>(row0, c0, in0)"));
 }
 
 TEST_CASE("codegen: kernels that sum across rows peel one row per CTA, at one shift per thread") {
@@ -1731,12 +1745,19 @@ TEST_CASE("codegen: kernels that sum across rows peel one row per CTA, at one sh
          at = text.find("const int tn_shift", at + 1))
       ++shifts;
     CHECK(shifts == 1);
-    const std::string body =
-        "(it < BODY_SWEEPS || (it * TPR < BODY_SLOTS && (it * TPR + lane) < BODY_SLOTS))";
-    CHECK(contains(text, "tn::fetch_chunk_peeled<tn::bf16, VEC, N>(fetch0, c0, " + body + ")"));
-    // Partial sums are written for the columns of body chunks inside the row, and for those of
-    // the remainder's chunks that lie in it.
-    CHECK(contains(text, "(" + body + " ? c0 + VEC <= N : c0 + v >= 0 && c0 + v < N)"));
+    CHECK(contains(text, "tn::fetch_chunk_peeled<tn::bf16, VEC>(fetch0, c0)"));
+    CHECK(contains(text,
+                   "in0_rem_next[rk] = fetch_valid ? tn::fetch_remainder<tn::bf16, "
+                   "N>(fetch0, tn_rem_col[rk])"));
+    // Partial sums are written for the columns of body chunks inside the row, and the
+    // remainder's from registers of their own: each thread's remainder columns are the same in
+    // every row it handles.
+    CHECK(contains(text, "if (!((it < FULL_ITERS || c0 + VEC <= N))) continue;"));
+    CHECK(contains(text, "_rem[REM_ITERS] = {};  // the remainder's columns"));
+    CHECK(contains(text, "_rem[rk] += "));
+    CHECK(contains(text,
+                   "      if (tn_rem_col[rk] < N) dst[static_cast<long long>(blockIdx.x) * "
+                   "N + tn_rem_col[rk]] = xacc"));
     // The CTAs of a fold hold consecutive rows at different shifts: no fold.
     CHECK_FALSE(kernel.folds_partials);
     // The CTA copies its column parameters to shared memory once, at its shift (element by
@@ -1767,19 +1788,24 @@ TEST_CASE("codegen: kernels that sum across rows peel one row per CTA, at one sh
 TEST_CASE(
     "codegen: peeled 16-bit forwards past 1024 vectors keep one shift per persistent CTA, "
     "32-bit ones do not") {
-  // LayerNorm: persistent CTAs of one row each, which copy the column parameters at their shift.
-  const KernelSpec layer_norm = peeled_spec("layer_norm", DType::bf16, 12345);
-  CHECK(layer_norm.config.ctas_per_row == 1);
-  CHECK(layer_norm.config.rows_per_cta == 1);
-  CHECK(layer_norm.config.threads_per_row == 256);
-  CHECK(layer_norm.config.row_storage == static_cast<int>(RowStorage::prefetched));
-  CHECK(tilenorm::column_stash_bytes(lowered("layer_norm"), layer_norm) > 0);
-  // Where its weight and bias are too long to copy, and for RMSNorm, a cluster of two, whose
-  // CTAs copy a slice each.
-  for (const auto& [name, n] : {std::pair{"layer_norm", 16383}, std::pair{"rms_norm", 12345}}) {
+  // LayerNorm: persistent CTAs of one row each, which copy the column parameters at their shift
+  // (up to 64 KiB: 2048 vectors of weight and bias).
+  for (const auto& [n, threads] : {std::pair{12345, 256}, std::pair{16383, 512}}) {
+    CAPTURE(n);
+    const KernelSpec layer_norm = peeled_spec("layer_norm", DType::bf16, n);
+    CHECK(layer_norm.config.ctas_per_row == 1);
+    CHECK(layer_norm.config.rows_per_cta == 1);
+    CHECK(layer_norm.config.threads_per_row == threads);
+    CHECK(layer_norm.config.row_storage == static_cast<int>(RowStorage::prefetched));
+    CHECK(tilenorm::column_stash_bytes(lowered("layer_norm"), layer_norm) > 0);
+  }
+  // Where its weight and bias are too long to copy, and for RMSNorm, a cluster, whose CTAs copy
+  // a slice each: of two, or more where the slices would be longer than 1024 vectors.
+  for (const auto& [name, n, ctas] :
+       {std::tuple{"layer_norm", 20001, 4}, std::tuple{"rms_norm", 12345, 2}}) {
     CAPTURE(name);
     const KernelSpec clustered = peeled_spec(name, DType::bf16, n);
-    CHECK(clustered.config.ctas_per_row == 2);
+    CHECK(clustered.config.ctas_per_row == ctas);
     CHECK(clustered.config.row_storage == static_cast<int>(RowStorage::prefetched));
     CHECK(tilenorm::column_stash_bytes(lowered(name), clustered) > 0);
   }

@@ -50,14 +50,10 @@ BuiltKernel build_prefetched(const char* name, std::int64_t n, int threads, int 
                       {threads, rows, 8, static_cast<int>(tilenorm::RowStorage::prefetched), 1}});
 }
 
-// A kernel for rows that may start misaligned, one row of `threads` threads per CTA, in
-// registers.
-BuiltKernel build_peeled(const char* name, tilenorm::DType dtype, std::int64_t n, int threads) {
-  return build(name, {dtype,
-                      dtype,
-                      n,
-                      {threads, 1, 8, static_cast<int>(tilenorm::RowStorage::registers), 1},
-                      true});
+// A kernel for rows that may start misaligned, one row of `threads` threads per CTA.
+BuiltKernel build_peeled(const char* name, tilenorm::DType dtype, std::int64_t n, int threads,
+                         tilenorm::RowStorage storage) {
+  return build(name, {dtype, dtype, n, {threads, 1, 8, static_cast<int>(storage), 1}, true});
 }
 
 }  // namespace
@@ -117,10 +113,12 @@ TEST_CASE("occupancy: a persistent kernel at three CTAs per SM is not squeezed t
 }
 
 TEST_CASE("occupancy: a kernel that spills with no minimum of CTAs is built without spills") {
-  // A peeled RMSNorm at bf16 N = 4103 on 128 threads, in registers (the heuristic's
-  // configuration): given no minimum, NVRTC 13.0 held it to 64 registers and spilled; with a
-  // minimum of one CTA per SM it spills nothing. The kernel built is one that does not spill.
-  const BuiltKernel built = build_peeled("rms_norm", tilenorm::DType::bf16, 4103, 128);
+  // A peeled RMSNorm at bf16 N = 4097 on 128 threads, in registers (the heuristic's
+  // configuration): given no minimum, NVRTC 13.0 held it to 56 registers and spilled 16 bytes;
+  // with a minimum of one CTA per SM it spills nothing. The kernel built is one that does not
+  // spill.
+  const BuiltKernel built =
+      build_peeled("rms_norm", tilenorm::DType::bf16, 4097, 128, tilenorm::RowStorage::registers);
   tilenorm::CompileRequest relaxed = built.request;
   relaxed.options.push_back("-D" + std::string(tilenorm::kMinCtasMacro) + "=1");
   const tilenorm::CompiledKernel one_cta = tilenorm::compile_cached(relaxed, nullptr);
@@ -133,11 +131,11 @@ TEST_CASE("occupancy: a kernel that spills with no minimum of CTAs is built with
 }
 
 TEST_CASE("occupancy: a kernel that spills takes the next occupancies' registers before no limit") {
-  // A peeled fp16 LayerNorm at N = 2881 on 64 threads, in registers (the heuristic's
-  // configuration): NVRTC 13.0 held it to 64 registers (16 CTAs per SM) and spilled 8 bytes; at a
-  // minimum of one CTA per SM it took 127 (8 CTAs, 54.0% of the copy ceiling on the H200). Two
-  // occupancy steps down, 72 registers (14 CTAs) spill nothing.
-  const BuiltKernel built = build_peeled("layer_norm", tilenorm::DType::f16, 2881, 64);
+  // A peeled LayerNorm backward at bf16 N = 1025 on 64 threads, prefetched: NVRTC 13.0 held it
+  // to 72 registers (14 CTAs per SM) and spilled 8 bytes; at a minimum of one CTA per SM it took
+  // 95 (10 CTAs). At the next occupancy that allows more registers, 12 CTAs, 80 spill nothing.
+  const BuiltKernel built = build_peeled("layer_norm_backward", tilenorm::DType::bf16, 1025, 64,
+                                         tilenorm::RowStorage::prefetched);
   const tilenorm::CompiledKernel fitted =
       built.fitted(kH200SharedPerSm, tilenorm::occupancy_cta_limit(built.kernel));
   CAPTURE(built.plain.registers);
