@@ -258,9 +258,9 @@ std::int64_t held_registers(const LoweredProgram& lp, const KernelSpec& spec) {
   const std::int64_t raw_registers =
       g.iters * c.vec * row_input_bytes(lp, spec.io_dtype, spec.param_dtype) / 4 * copies;
   const std::int64_t partial_registers = column_partial_registers(lp, spec);
-  // Peeled rows hold more per chunk: the head and tail bounds, and two aligned vectors per
-  // column parameter for the extraction (calibrated with NVRTC 13.0 for sm_90, where long
-  // rows at 1024 threads spilled without this).
+  // Peeled rows hold more: the head, the remainder's columns and elements, and two aligned
+  // vectors per column parameter for the extraction (calibrated with NVRTC 13.0 for sm_90,
+  // where long rows at 1024 threads spilled without this, when the remainder took chunk slots).
   std::int64_t peel_registers = 0;
   if (spec.peel_rows) {
     peel_registers = 8;
