@@ -55,13 +55,14 @@ CompiledKernel compile_for_occupancy(const CompileRequest& request, int threads_
   CompiledKernel first = compile_cached(request, cache);
   if (first.spills()) {
     // Given no minimum of CTAs per SM, ptxas may hold a kernel to fewer registers than it needs
-    // and spill (a peeled RMSNorm, bf16 N = 4103 on 128 threads: 64 registers and 8 bytes
-    // spilled inside the row loop, NVRTC 13.0). The kernel that does not spill is the one to
-    // run: first at the next two occupancies below the spilled build's (the next two minima of
-    // CTAs per SM that allow it more registers), then at a minimum of one. A minimum of one alone
-    // could double the registers: a peeled fp16 LayerNorm, N = 2881 on 64 threads, spilled 8
-    // bytes at 64 registers and took 127 at a minimum of one (8 CTAs per SM, 54.0% of the copy
-    // ceiling on the H200), where 72 registers (14 CTAs) spill nothing.
+    // and spill (a peeled RMSNorm, bf16 N = 4097 on 128 threads: 56 registers and 8 bytes
+    // spilled, NVRTC 13.0). The kernel that does not spill is the one to run: first at the next
+    // two occupancies below the spilled build's (the next two minima of CTAs per SM that allow
+    // it more registers), then at a minimum of one. A minimum of one alone takes more registers
+    // than needed: a peeled LayerNorm backward, bf16 N = 1025 on 64 threads, prefetched, spills
+    // at 72 and takes 95 at a minimum of one, where 80 (12 CTAs per SM) spill nothing; in the
+    // twenty-third session a peeled fp16 LayerNorm at N = 2881 went from 72.8% to 54.0% of the
+    // copy ceiling on the H200 that way (127 registers where 72 sufficed).
     std::vector<int> minima;
     for (int ctas = ctas_per_sm_by_registers(threads_per_block, first.registers, request.arch) - 1;
          ctas > 1 && minima.size() < 2; --ctas) {
