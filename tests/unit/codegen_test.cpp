@@ -1690,6 +1690,33 @@ TEST_CASE(
   }
 }
 
+TEST_CASE(
+    "codegen: a forward's first pass over 16-bit rows it loads takes the tested sweep first") {
+  const auto program = lowered("layer_norm");
+  const std::string tested_first = "    const int it = (sweep + FULL_ITERS) % ITERS;\n";
+  const auto text = [&](DType dtype, std::int64_t n, RowStorage storage, bool peel) {
+    return kernel_text(tilenorm::generate_cuda(
+        program, {dtype, dtype, n, config(128, 1, dtype == DType::f32 ? 4 : 8, storage), peel}));
+  };
+  // Peeled or aligned, where the last sweep may run past the row: only the first pass (the
+  // final pass of a peeled row takes its first sweep last instead).
+  const std::string peeled = text(DType::bf16, 4097, RowStorage::registers, true);
+  CHECK(peeled.find(tested_first) != std::string::npos);
+  CHECK(peeled.find(tested_first) == peeled.rfind(tested_first));
+  CHECK(contains(peeled, "    const int it = (sweep + 1) % ITERS;\n"));
+  CHECK(contains(text(DType::f16, 10000, RowStorage::registers, false), tested_first));
+  // Not where every sweep lies inside the row, nor for fp32 rows, nor rows fetched ahead.
+  CHECK_FALSE(contains(text(DType::bf16, 4096, RowStorage::registers, false), tested_first));
+  CHECK_FALSE(contains(text(DType::f32, 4097, RowStorage::registers, true), tested_first));
+  CHECK_FALSE(contains(text(DType::bf16, 4097, RowStorage::prefetched, true), tested_first));
+  // Nor in a backward (measured mixed).
+  CHECK_FALSE(contains(
+      kernel_text(tilenorm::generate_cuda(
+          lowered("layer_norm_backward"),
+          {DType::bf16, DType::bf16, 4097, config(128, 1, 8, RowStorage::registers), true})),
+      "(sweep + FULL_ITERS)"));
+}
+
 TEST_CASE("codegen: a peeled shared-memory stash is laid out by chunk, not by column") {
   const auto program = lowered("layer_norm");
   const KernelSpec spec{DType::bf16, DType::bf16, 2047, config(256, 2, 8, RowStorage::shared),
