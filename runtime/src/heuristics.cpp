@@ -224,18 +224,20 @@ KernelConfig heuristic_config(const LoweredProgram& program, DType io_dtype, DTy
   const bool cluster_forward =
       !persistent && single_phase &&
       (comoments ? chunks >= kForwardClusterRowVectors : chunks > kForwardClusterRowVectors);
-  // Misaligned (peeled) rows of a one-phase 16-bit forward past kLongRowVectors take a cluster of
-  // two: its persistent CTAs keep one misalignment each, so they shift the column parameters into
-  // shared memory once, not per row (thirteenth session, tilenorm-tune --show-candidates, bf16
-  // N = 12345, M = 5436: RMSNorm on 2 x 256 threads, prefetched, 77.4% of the copy ceiling
-  // against 62.5% on one CTA of 256 threads; LayerNorm 60.5% against 48.4%).
-  // Co-moments (LayerNorm) instead run persistent CTAs of one row each, prefetched, of at most
+  // Misaligned (peeled) rows of a one-phase 16-bit forward with co-moments (LayerNorm) past
+  // kLongRowVectors take a cluster of two: its persistent CTAs keep one misalignment each, so
+  // they shift the column parameters into shared memory once, not per row (thirteenth session,
+  // tilenorm-tune --show-candidates, bf16 N = 12345, M = 5436: LayerNorm on 2 x 256 threads,
+  // prefetched, 60.5% of the copy ceiling against 48.4% on one CTA of 256 threads).
+  // Where they fit, they instead run persistent CTAs of one row each, prefetched, of at most
   // kClusterVectorsPerThread * 2 vectors per thread, which copy the whole row's parameters where
   // they fit (twenty-second session, run 3, the benchmark, M = 2^26 / N, against the cluster of
   // two: bf16 N = 8193 77.9% against 60.1%, 12345 74.2% against 66.1%; fp16 70.8% against 59.7%
-  // and 73.6% against 66.7%). RMSNorm measured mixed that way (bf16 12345 83.4% against 79.5%,
-  // fp16 8193 81.1% against 86.9%; 512 threads at N = 16383 74.1% against 84.0%) and keeps the
-  // cluster.
+  // and 73.6% against 66.7%). RMSNorm (no co-moments) takes the aligned rows' configuration, one
+  // CTA in registers: since a forward's first pass takes its tested sweep first, that ran ahead of
+  // the cluster of two (twenty-fifth session, run 3, tilenorm-tune --show-candidates, bf16: N =
+  // 8193 on 256 threads 88.0% against 81.3%, 12345 on 256 86.8% against 84.5%, 16383 on 512
+  // 83.1% against 80.2%).
   // Not for 32-bit rows, whose peeled chunks ran faster on one CTA per row, in registers
   // (nineteenth session, run 1, tilenorm-tune --show-candidates, fp32, M = 2^26 / N: N = 4097
   // LayerNorm at 128 threads 88.9% against 75.9% on 2 x 256, RMSNorm at 256 threads 93.0%
@@ -247,9 +249,9 @@ KernelConfig heuristic_config(const LoweredProgram& program, DType io_dtype, DTy
   // threads, 64 KiB), which took it off the cluster of two at N = 16383 (twenty-fourth
   // session, run 2, the benchmark: bf16 73.1 -> 81.8%, fp16 62.1 -> 82.5%).
   const std::int64_t row_slots = chunks + (peel_rows ? 1 : 0);
-  const bool peeled_long_forward = !persistent && single_phase && peel_rows &&
+  const bool peeled_long_forward = !persistent && single_phase && peel_rows && comoments &&
                                    chunks > kLongRowVectors && dtype_size(io_dtype) < 4;
-  if (limits.clusters && peeled_long_forward && comoments && !cluster_forward) {
+  if (limits.clusters && peeled_long_forward && !cluster_forward) {
     const std::int64_t per_thread = 2 * kClusterVectorsPerThread;
     const KernelConfig copied{next_power_of_two((row_slots + per_thread - 1) / per_thread), 1, vec,
                               static_cast<int>(RowStorage::prefetched), 1};

@@ -1813,8 +1813,8 @@ TEST_CASE("codegen: kernels that sum across rows peel one row per CTA, at one sh
 }
 
 TEST_CASE(
-    "codegen: peeled 16-bit forwards past 1024 vectors keep one shift per persistent CTA, "
-    "32-bit ones do not") {
+    "codegen: peeled 16-bit LayerNorm past 1024 vectors keeps one shift per persistent CTA, "
+    "RMSNorm and 32-bit rows do not") {
   // LayerNorm: persistent CTAs of one row each, which copy the column parameters at their shift
   // (up to 64 KiB: 2048 vectors of weight and bias).
   for (const auto& [n, threads] : {std::pair{12345, 256}, std::pair{16383, 512}}) {
@@ -1826,15 +1826,23 @@ TEST_CASE(
     CHECK(layer_norm.config.row_storage == static_cast<int>(RowStorage::prefetched));
     CHECK(tilenorm::column_stash_bytes(lowered("layer_norm"), layer_norm) > 0);
   }
-  // Where its weight and bias are too long to copy, and for RMSNorm, a cluster, whose CTAs copy
-  // a slice each: of two, or more where the slices would be longer than 1024 vectors.
-  for (const auto& [name, n, ctas] :
-       {std::tuple{"layer_norm", 20001, 4}, std::tuple{"rms_norm", 12345, 2}}) {
-    CAPTURE(name);
-    const KernelSpec clustered = peeled_spec(name, DType::bf16, n);
-    CHECK(clustered.config.ctas_per_row == ctas);
-    CHECK(clustered.config.row_storage == static_cast<int>(RowStorage::prefetched));
-    CHECK(tilenorm::column_stash_bytes(lowered(name), clustered) > 0);
+  // Where its weight and bias are too long to copy, a cluster, whose CTAs copy a slice each: of
+  // two, or more where the slices would be longer than 1024 vectors.
+  const KernelSpec clustered = peeled_spec("layer_norm", DType::bf16, 20001);
+  CHECK(clustered.config.ctas_per_row == 4);
+  CHECK(clustered.config.row_storage == static_cast<int>(RowStorage::prefetched));
+  CHECK(tilenorm::column_stash_bytes(lowered("layer_norm"), clustered) > 0);
+  // RMSNorm takes its aligned rows' configuration: one CTA per row, in registers (measured
+  // faster, twenty-fifth session).
+  for (const auto& [n, threads] :
+       {std::pair{8193, 256}, std::pair{12345, 256}, std::pair{16383, 512}}) {
+    CAPTURE(n);
+    for (DType dtype : {DType::bf16, DType::f16}) {
+      const KernelConfig rms = peeled_spec("rms_norm", dtype, n).config;
+      CHECK(rms.ctas_per_row == 1);
+      CHECK(rms.threads_per_row == threads);
+      CHECK(rms.row_storage == static_cast<int>(RowStorage::registers));
+    }
   }
   for (const char* name : {"layer_norm", "rms_norm"}) {
     CAPTURE(name);
