@@ -237,7 +237,9 @@ KernelConfig heuristic_config(const LoweredProgram& program, DType io_dtype, DTy
   // CTA in registers: since a forward's first pass takes its tested sweep first, that ran ahead of
   // the cluster of two (twenty-fifth session, run 3, tilenorm-tune --show-candidates, bf16: N =
   // 8193 on 256 threads 88.0% against 81.3%, 12345 on 256 86.8% against 84.5%, 16383 on 512
-  // 83.1% against 80.2%).
+  // 83.1% against 80.2%; run 4, the benchmark: 8193 82.8 -> 91.0%, 16383 82.2 -> 84.9%). Up to
+  // kForwardClusterRowVectors / 2 vectors: at bf16 N = 20001 its 512 threads took 88 registers
+  // and ran 67.4% against 87.8% on the cluster (of four; run 4).
   // Not for 32-bit rows, whose peeled chunks ran faster on one CTA per row, in registers
   // (nineteenth session, run 1, tilenorm-tune --show-candidates, fp32, M = 2^26 / N: N = 4097
   // LayerNorm at 128 threads 88.9% against 75.9% on 2 x 256, RMSNorm at 256 threads 93.0%
@@ -249,9 +251,10 @@ KernelConfig heuristic_config(const LoweredProgram& program, DType io_dtype, DTy
   // threads, 64 KiB), which took it off the cluster of two at N = 16383 (twenty-fourth
   // session, run 2, the benchmark: bf16 73.1 -> 81.8%, fp16 62.1 -> 82.5%).
   const std::int64_t row_slots = chunks + (peel_rows ? 1 : 0);
-  const bool peeled_long_forward = !persistent && single_phase && peel_rows && comoments &&
-                                   chunks > kLongRowVectors && dtype_size(io_dtype) < 4;
-  if (limits.clusters && peeled_long_forward && !cluster_forward) {
+  const bool peeled_long_forward =
+      !persistent && single_phase && peel_rows && chunks > kLongRowVectors &&
+      (comoments || chunks > kForwardClusterRowVectors / 2) && dtype_size(io_dtype) < 4;
+  if (limits.clusters && peeled_long_forward && comoments && !cluster_forward) {
     const std::int64_t per_thread = 2 * kClusterVectorsPerThread;
     const KernelConfig copied{next_power_of_two((row_slots + per_thread - 1) / per_thread), 1, vec,
                               static_cast<int>(RowStorage::prefetched), 1};

@@ -1832,7 +1832,14 @@ TEST_CASE(
   CHECK(clustered.config.ctas_per_row == 4);
   CHECK(clustered.config.row_storage == static_cast<int>(RowStorage::prefetched));
   CHECK(tilenorm::column_stash_bytes(lowered("layer_norm"), clustered) > 0);
-  // RMSNorm takes its aligned rows' configuration: one CTA per row, in registers (measured
+  // Past 2048 vectors, RMSNorm too (2500 vectors: a cluster of four).
+  for (DType dtype : {DType::bf16, DType::f16}) {
+    const KernelSpec rms = peeled_spec("rms_norm", dtype, 20001);
+    CHECK(rms.config.ctas_per_row == 4);
+    CHECK(rms.config.row_storage == static_cast<int>(RowStorage::prefetched));
+    CHECK(tilenorm::column_stash_bytes(lowered("rms_norm"), rms) > 0);
+  }
+  // Up to 2048 it takes its aligned rows' configuration: one CTA per row, in registers (measured
   // faster, twenty-fifth session).
   for (const auto& [n, threads] :
        {std::pair{8193, 256}, std::pair{12345, 256}, std::pair{16383, 512}}) {
