@@ -1201,17 +1201,17 @@ class Emitter {
     // 79.1 -> 91.6%. Not for rows fetched ahead (their loads are already issued: RMSNorm bf16
     // 12345 lost 87.8 -> 83.0%), nor fp32 rows (no late load; LayerNorm fp32 8193 lost 90.3 ->
     // 86.8%), nor backwards (mixed: RMSNorm bf16 8193 76.7 -> 63.8%, recomputing 66.9 -> 77.0%).
-    const bool tested_first = phase == 0 && !plan_kernels(lp_).persistent &&
-                              storage_ == RowStorage::registers &&
-                              dtype_size(spec_.io_dtype) == 2 && !covers_row_exactly() &&
-                              full_iters() < geo_.iters && geo_.iters > 1;
+    const bool tested_first =
+        phase == 0 && !plan_.persistent && storage_ == RowStorage::registers &&
+        dtype_size(spec_.io_dtype) == 2 && full_iters() < geo_.iters && geo_.iters > 1;
+    const char* first_sweep = first_last ? "1" : tested_first ? "FULL_ITERS" : nullptr;
+    if (first_sweep)
+      out_ << "  for (int sweep = 0; sweep < ITERS; ++sweep) {\n    const int it = (sweep + "
+           << first_sweep << ") % ITERS;\n";
+    else
+      out_ << "  for (int it = 0; it < ITERS; ++it) {\n";
     // Only column loads and row stores read c0, and where the chunks tile N, not the test.
-    out_ << (first_last     ? "  for (int sweep = 0; sweep < ITERS; ++sweep) {\n"
-                              "    const int it = (sweep + 1) % ITERS;\n"
-             : tested_first ? "  for (int sweep = 0; sweep < ITERS; ++sweep) {\n"
-                              "    const int it = (sweep + FULL_ITERS) % ITERS;\n"
-                            : "  for (int it = 0; it < ITERS; ++it) {\n")
-         << "    [[maybe_unused]] const int c0 = " << chunk_column() << ";\n"
+    out_ << "    [[maybe_unused]] const int c0 = " << chunk_column() << ";\n"
          << "    if (" << chunk_in_row() << ") {\n";
     emit_chunk_loads(nodes);
     for (std::size_t i : outputs) out_ << "      float out" << i << "[VEC];\n";
