@@ -211,12 +211,29 @@ namespace {
 // values per thread (below it registers are cheap) and fit in kSharedPartialsMaxBytes.
 constexpr std::int64_t kSharedPartialsMinValues = 32;
 constexpr std::int64_t kSharedPartialsMaxBytes = 128 * 1024;
-constexpr std::int64_t kColumnStashMaxBytes = 48 * 1024;
-// A peeled row's whole copy may take more: without it, LayerNorm bf16 N = 12345 (49380 bytes
-// of weight and bias) on 256 threads, prefetched, held 214 registers and ran at 38.5% of the
-// copy ceiling, where RMSNorm's copy (24690 bytes) ran at 84.8% (twenty-second session, run 1,
-// tilenorm-tune --show-candidates).
+// A copy of the column parameters on one CTA per row (a peeled row's, below) takes at most this
+// much: without it, LayerNorm bf16 N = 12345 (49380 bytes of weight and bias) on 256 threads,
+// prefetched, held 214 registers and ran at 38.5% of the copy ceiling, where RMSNorm's copy
+// (24690 bytes) ran at 84.8% (twenty-second session, run 1, tilenorm-tune --show-candidates).
 constexpr std::int64_t kPeeledColumnCopyMaxBytes = 64 * 1024;
+// A cluster kernel's copy takes at most kClusterColumnCopyMaxBytes; up to
+// kLongClusterColumnCopyMaxBytes, while all of its shared memory stays within
+// kClusterSharedMaxBytes (sm_90 and later allow 227 KiB per CTA), where its CTAs have at least
+// kLongSliceCopyThreads threads (one such CTA per SM at the registers they take) and it peels its
+// rows or is a forward. Measured on the H200 (twenty-sixth session, run 3, the benchmark, against
+// 48 KiB for all):
+// - forwards on 512 threads gained: fp32 LayerNorm N = 131072 (8 x 512, 128 KiB) 86.2 -> 90.7%,
+//   262144 (16 x 512) 81.6 -> 88.4%; bf16 LayerNorm 262144 (8 x 512) 78.5 -> 87.5%;
+// - peeled rows, which otherwise extract every chunk of the parameters from two aligned vectors,
+//   gained: fp32 LayerNorm N = 131071 31.1 -> 79.8%, RMSNorm 262143 53.9 -> 80.3%; backwards
+//   at 262143 LayerNorm 36.6 -> 43.6%, RMSNorm 36.1 -> 46.7%;
+// - fp32 LayerNorm N = 65536 on 8 x 256 threads lost (92.3 -> 89.1%; two CTAs per SM, whose
+//   parameters stay in L1 from row to row without it), and the aligned backwards at N = 262144
+//   gained nothing (LayerNorm 61.7 -> 61.2%, recomputing 57.1 -> 55.6%).
+constexpr std::int64_t kClusterColumnCopyMaxBytes = 48 * 1024;
+constexpr std::int64_t kLongClusterColumnCopyMaxBytes = 128 * 1024;
+constexpr std::int64_t kClusterSharedMaxBytes = 200 * 1024;
+constexpr int kLongSliceCopyThreads = 512;
 
 // The row stashes of RowStorage::shared.
 std::size_t row_stash_bytes(const LoweredProgram& lp, const KernelSpec& spec) {
@@ -325,7 +342,8 @@ std::int64_t row_input_bytes(const LoweredProgram& program, DType io_dtype, DTyp
 // Shared memory for the copies of the column parameters that a persistent cluster kernel
 // reads, or 0. Such a kernel reads its slice of them for every row it handles, each time
 // after waiting on the cluster's exchange; the copy is made once per CTA while it fits in
-// kColumnStashMaxBytes (kPeeledColumnCopyMaxBytes for a peeled row's copy on one CTA, below).
+// kClusterColumnCopyMaxBytes or kLongClusterColumnCopyMaxBytes (kPeeledColumnCopyMaxBytes for a
+// peeled row's copy on one CTA, below).
 // Measured on the H200 (bf16, 2026-11-30): cluster kernels gained 1-7 points of the copy ceiling
 // (RMSNorm forward N = 262144 72.7 -> 79.7%, backward 32768 57.7 -> 62.3%), while persistent
 // kernels of one CTA per row lost up to 9 (LayerNorm backward N = 5120 73.9 -> 64.6%): there the
@@ -346,9 +364,19 @@ std::size_t column_stash_bytes(const LoweredProgram& lp, const KernelSpec& spec)
       bytes += columns * static_cast<std::int64_t>(
                              dtype_size(ir::storage_dtype(slot, spec.io_dtype, spec.param_dtype)));
   }
-  const std::int64_t most = peeled_copy && spec.config.ctas_per_row == 1 ? kPeeledColumnCopyMaxBytes
-                                                                         : kColumnStashMaxBytes;
-  return bytes <= most ? static_cast<std::size_t>(bytes) : 0;
+  if (spec.config.ctas_per_row > 1) {
+    const std::int64_t others = static_cast<std::int64_t>(
+        row_stash_bytes(lp, spec) + shared_partials_bytes(lp, spec) + staging_bytes(lp, spec));
+    const bool long_copy =
+        spec.config.threads_per_row * spec.config.rows_per_cta >= kLongSliceCopyThreads &&
+        (spec.peel_rows || !plan_kernels(lp).persistent);
+    const std::int64_t most =
+        long_copy ? kLongClusterColumnCopyMaxBytes : kClusterColumnCopyMaxBytes;
+    return bytes <= most && others + bytes <= kClusterSharedMaxBytes
+               ? static_cast<std::size_t>(bytes)
+               : 0;
+  }
+  return bytes <= kPeeledColumnCopyMaxBytes ? static_cast<std::size_t>(bytes) : 0;
 }
 
 std::size_t dynamic_shared_memory_bytes(const LoweredProgram& lp, const KernelSpec& spec) {

@@ -346,10 +346,11 @@ KernelConfig heuristic_config(const LoweredProgram& program, DType io_dtype, DTy
     // vectors (fp32 N = 262144: 4096 vectors) takes 512 threads of eight, prefetched (fifteenth
     // session, run 2, the benchmark, M = 256: RMSNorm 91.3% of the copy ceiling against 52.0% on
     // 1024 threads of four in registers and 68.4% on 512 of eight in registers; LayerNorm 81.8%
-    // against 47.1% re-reading its row from L2 on one CTA).
+    // against 47.1% re-reading its row from L2 on one CTA). So do peeled rows, which otherwise
+    // went to one CTA re-reading its row from L2 (twenty-sixth session, run 2, the benchmark,
+    // fp32 N = 262143: LayerNorm 40.8%, RMSNorm 53.7%).
     const std::int64_t widest_slice = (chunks + ctas - 1) / ctas;
-    if (!persistent && !peel_rows && ctas == kMaxClusterCtas &&
-        widest_slice > kLongSliceThreads * per_thread &&
+    if (!persistent && ctas == kMaxClusterCtas && widest_slice > kLongSliceThreads * per_thread &&
         widest_slice <= kLongSliceThreads * 2 * per_thread) {
       const KernelConfig config{kLongSliceThreads, 1, vec, static_cast<int>(RowStorage::prefetched),
                                 ctas};

@@ -86,7 +86,10 @@ CompiledKernel compile_for_occupancy(const CompileRequest& request, int threads_
   const bool room = ctas_per_sm_by_registers(threads_per_block, 1, request.arch) >= wanted &&
                     shared_per_cta * static_cast<std::size_t>(wanted) <= shared_memory_per_sm;
   const int target = registers_for_ctas(threads_per_block, wanted);
-  if (!room || target <= 0 || first.registers - target > kOccupancySlack) return first;
+  // A kernel alone on its SM overlaps nothing with its loads: a second CTA is worth any count
+  // of registers that does not spill.
+  const int slack = ctas == 1 ? first.registers : kOccupancySlack;
+  if (!room || target <= 0 || first.registers - target > slack) return first;
   CompiledKernel second = compile_with_min_ctas(request, wanted, cache);
   return second.spills() ? first : second;
 }

@@ -465,6 +465,50 @@ TEST_CASE("codegen: a cluster kernel deals the row to its CTAs and exchanges row
   CHECK(contains(one_cta.source, "tn::load_chunk<tn::bf16, VEC, N>(p_weight, c0, col"));
 }
 
+TEST_CASE("codegen: a cluster of 512-thread CTAs copies up to 128 KiB of column parameters") {
+  // fp32 LayerNorm at N = 131072 on 8 x 512 threads (the heuristic's forward): each CTA's slice of
+  // weight and bias, 16384 columns, is 128 KiB, copied once and read from shared memory.
+  KernelConfig long_slices = config(512, 1, 4, RowStorage::prefetched);
+  long_slices.ctas_per_row = 8;
+  const KernelSpec forward{DType::f32, DType::f32, 131072, long_slices};
+  CHECK(tilenorm::column_stash_bytes(lowered("layer_norm"), forward) == 16384 * 4 * 2);
+  const auto copied = tilenorm::generate_cuda(lowered("layer_norm"), forward);
+  CHECK(copied.dynamic_shared_bytes == 16384 * 4 * 2);
+  CHECK(contains(copied.source, "tn::load_stashed_chunk<float, VEC>(tn_col"));
+  // Twice that slice (on 8 x 512 threads in registers at N = 262144) is read from global memory
+  // for every row.
+  KernelConfig longer_slices = config(512, 1, 4, RowStorage::registers);
+  longer_slices.ctas_per_row = 8;
+  const KernelSpec longer{DType::f32, DType::f32, 262144, longer_slices};
+  CHECK(tilenorm::column_stash_bytes(lowered("layer_norm"), longer) == 0);
+  CHECK(contains(tilenorm::generate_cuda(lowered("layer_norm"), longer).source,
+                 "tn::load_chunk<float, VEC, N>(p_weight, c0, col"));
+  // CTAs of 256 threads copy at most 48 KiB (N = 65536 on 8 x 256: 64 KiB are not copied).
+  KernelConfig narrower = config(256, 1, 4, RowStorage::prefetched);
+  narrower.ctas_per_row = 8;
+  CHECK(tilenorm::column_stash_bytes(lowered("layer_norm"),
+                                     {DType::f32, DType::f32, 65536, narrower}) == 0);
+  CHECK(tilenorm::column_stash_bytes(lowered("layer_norm"),
+                                     {DType::f32, DType::f32, 32768, narrower}) == 4096 * 4 * 2);
+  // A backward copies more only where it peels its rows: the weight's slice (64 KiB at N = 262143
+  // on 16 x 512 threads) then joins its dweight and dbias partial sums (128 KiB).
+  KernelConfig backward = config(512, 1, 4, RowStorage::registers);
+  backward.ctas_per_row = 16;
+  const KernelSpec aligned{DType::f32, DType::f32, 262144, backward};
+  CHECK(tilenorm::column_stash_bytes(lowered("layer_norm_backward"), aligned) == 0);
+  const KernelSpec peeled{DType::f32, DType::f32, 262143, backward, true};
+  CHECK(tilenorm::column_stash_bytes(lowered("layer_norm_backward"), peeled) == 16384 * 4);
+  CHECK(tilenorm::dynamic_shared_memory_bytes(lowered("layer_norm_backward"), peeled) ==
+        16384 * 4 + 2 * 16384 * 4);
+  // A row kept in shared memory (fp32 N = 40960 on 2 x 1024 threads: 160 KiB) leaves no room for
+  // the copy (80 KiB), which would take the kernel past what a CTA may have.
+  KernelConfig shared_rows = config(1024, 1, 4, RowStorage::shared);
+  shared_rows.ctas_per_row = 2;
+  const KernelSpec with_rows{DType::f32, DType::f32, 40960, shared_rows};
+  CHECK(tilenorm::column_stash_bytes(lowered("rms_norm"), with_rows) == 0);
+  CHECK(tilenorm::dynamic_shared_memory_bytes(lowered("rms_norm"), with_rows) == 40960 * 4);
+}
+
 TEST_CASE("codegen: a pipelined cluster kernel pushes a row block before finishing the last") {
   KernelConfig pipelined = config(256, 1, 8, RowStorage::pipelined);
   pipelined.ctas_per_row = 8;
@@ -1810,6 +1854,21 @@ TEST_CASE("codegen: kernels that sum across rows peel one row per CTA, at one sh
       tilenorm::config_problem(lowered("rms_norm_no_weight_backward"),
                                peeled_spec("rms_norm_no_weight_backward", DType::bf16, 4097))
           .has_value());
+}
+
+TEST_CASE(
+    "codegen: peeled fp32 rows too long for 16 x 1024 threads of four vectors take 512 of eight") {
+  // fp32 N = 262143: 65536 vectors, on a cluster of 16 as aligned rows are, 512 threads of eight
+  // vectors each, prefetched, each CTA with its slice of the column parameters copied at its
+  // shift (until the twenty-sixth session: one CTA per row, re-reading it from L2).
+  for (const char* name : {"layer_norm", "rms_norm"}) {
+    CAPTURE(name);
+    const KernelSpec spec = peeled_spec(name, DType::f32, 262143);
+    CHECK(spec.config.ctas_per_row == 16);
+    CHECK(spec.config.threads_per_row == 512);
+    CHECK(spec.config.row_storage == static_cast<int>(RowStorage::prefetched));
+    CHECK(tilenorm::column_stash_bytes(lowered(name), spec) > 0);
+  }
 }
 
 TEST_CASE(

@@ -148,3 +148,25 @@ TEST_CASE("occupancy: a kernel that spills takes the next occupancies' registers
   CHECK(ctas_per_sm_by_registers(64, fitted.registers, "sm_90") >=
         ctas_per_sm_by_registers(64, built.plain.registers, "sm_90") - 2);
 }
+
+TEST_CASE("occupancy: a kernel alone on its SM takes a second CTA at any register count") {
+  // A peeled fp32 RMSNorm at N = 16383 on 1024 threads, its row in shared memory (the
+  // heuristic's configuration): NVRTC 13.0 gives it 44 registers, one CTA per SM, 12 over the
+  // count for two; asked for two, 32 and no spills (H200, twenty-sixth session: 68.6% of the copy
+  // ceiling against 86.6%). A kernel with two CTAs per SM is still squeezed only within
+  // kOccupancySlack.
+  const BuiltKernel built =
+      build("rms_norm", {tilenorm::DType::f32,
+                         tilenorm::DType::f32,
+                         16383,
+                         {1024, 1, 4, static_cast<int>(tilenorm::RowStorage::shared), 1},
+                         true});
+  const tilenorm::CompiledKernel fitted =
+      built.fitted(kH200SharedPerSm, tilenorm::occupancy_cta_limit(built.kernel));
+  CAPTURE(built.plain.registers);
+  CAPTURE(fitted.registers);
+  REQUIRE(ctas_per_sm_by_registers(1024, built.plain.registers, "sm_90") == 1);
+  CHECK(built.plain.registers - registers_for_ctas(1024, 2) > tilenorm::kOccupancySlack);
+  CHECK_FALSE(fitted.spills());
+  CHECK(ctas_per_sm_by_registers(1024, fitted.registers, "sm_90") == 2);
+}

@@ -34,12 +34,12 @@ int occupancy_cta_limit(const GeneratedKernel& kernel);
 // counts per SM below the spilled build's that allow more registers, then to 1, keeping the
 // first build that does not spill (given no minimum, ptxas may hold a kernel to fewer registers
 // than it needs). Then, where the kernel has at most `cta_limit` resident CTAs per SM and its
-// registers are at most kOccupancySlack above the count at which one more CTA of
-// `threads_per_block` threads fits an SM (by registers, resident threads and shared memory: the
-// kernel's static and `dynamic_shared_bytes` per CTA, plus the 1 KiB the system reserves per
-// CTA, out of `shared_memory_per_sm`), compiles again with kMinCtasMacro defined to that many
-// CTAs (generated kernels read it in their __launch_bounds__), and keeps that build if ptxas did
-// not spill.
+// registers are at most kOccupancySlack (any number, for a kernel alone on its SM) above the
+// count at which one more CTA of `threads_per_block` threads fits an SM (by registers, resident
+// threads and shared memory: the kernel's static and `dynamic_shared_bytes` per CTA, plus the
+// 1 KiB the system reserves per CTA, out of `shared_memory_per_sm`), compiles again with
+// kMinCtasMacro defined to that many CTAs (generated kernels read it in their
+// __launch_bounds__), and keeps that build if ptxas did not spill.
 CompiledKernel compile_for_occupancy(const CompileRequest& request, int threads_per_block,
                                      std::size_t dynamic_shared_bytes,
                                      std::size_t shared_memory_per_sm, int cta_limit,
