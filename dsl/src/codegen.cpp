@@ -220,8 +220,8 @@ constexpr std::int64_t kPeeledColumnCopyMaxBytes = 64 * 1024;
 // kLongClusterColumnCopyMaxBytes, while all of its shared memory stays within
 // kClusterSharedMaxBytes (sm_90 and later allow 227 KiB per CTA), where its CTAs have at least
 // kLongSliceCopyThreads threads (one such CTA per SM at the registers they take) and it peels its
-// rows or is a forward. Measured on the H200 (twenty-sixth session, run 3, the benchmark, against
-// 48 KiB for all):
+// rows or is a forward, and at any CTA size where it is a forward that peels its rows. Measured on
+// the H200 (twenty-sixth session, run 3, the benchmark, against 48 KiB for all):
 // - forwards on 512 threads gained: fp32 LayerNorm N = 131072 (8 x 512, 128 KiB) 86.2 -> 90.7%,
 //   262144 (16 x 512) 81.6 -> 88.4%; bf16 LayerNorm 262144 (8 x 512) 78.5 -> 87.5%;
 // - peeled rows, which otherwise extract every chunk of the parameters from two aligned vectors,
@@ -229,7 +229,9 @@ constexpr std::int64_t kPeeledColumnCopyMaxBytes = 64 * 1024;
 //   at 262143 LayerNorm 36.6 -> 43.6%, RMSNorm 36.1 -> 46.7%;
 // - fp32 LayerNorm N = 65536 on 8 x 256 threads lost (92.3 -> 89.1%; two CTAs per SM, whose
 //   parameters stay in L1 from row to row without it), and the aligned backwards at N = 262144
-//   gained nothing (LayerNorm 61.7 -> 61.2%, recomputing 57.1 -> 55.6%).
+//   gained nothing (LayerNorm 61.7 -> 61.2%, recomputing 57.1 -> 55.6%);
+// - a peeled forward on 256 threads gained: fp32 LayerNorm N = 65537 (8 x 256 threads, 64 KiB)
+//   62.3 -> 87.7% (twenty-seventh session, runs 1-2).
 constexpr std::int64_t kClusterColumnCopyMaxBytes = 48 * 1024;
 constexpr std::int64_t kLongClusterColumnCopyMaxBytes = 128 * 1024;
 constexpr std::int64_t kClusterSharedMaxBytes = 200 * 1024;
@@ -367,9 +369,11 @@ std::size_t column_stash_bytes(const LoweredProgram& lp, const KernelSpec& spec)
   if (spec.config.ctas_per_row > 1) {
     const std::int64_t others = static_cast<std::int64_t>(
         row_stash_bytes(lp, spec) + shared_partials_bytes(lp, spec) + staging_bytes(lp, spec));
+    const bool forward = !plan_kernels(lp).persistent;
     const bool long_copy =
-        spec.config.threads_per_row * spec.config.rows_per_cta >= kLongSliceCopyThreads &&
-        (spec.peel_rows || !plan_kernels(lp).persistent);
+        (spec.peel_rows && forward) ||
+        (spec.config.threads_per_row * spec.config.rows_per_cta >= kLongSliceCopyThreads &&
+         (spec.peel_rows || forward));
     const std::int64_t most =
         long_copy ? kLongClusterColumnCopyMaxBytes : kClusterColumnCopyMaxBytes;
     return bytes <= most && others + bytes <= kClusterSharedMaxBytes

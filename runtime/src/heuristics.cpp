@@ -328,12 +328,24 @@ KernelConfig heuristic_config(const LoweredProgram& program, DType io_dtype, DTy
     // Not 16-bit LayerNorm's slices of 256 threads: at about 168 registers one such CTA fits
     // per SM, 8 warps (bf16 N = 131072 on 8 x 256: 70.7 against 86.8).
     const bool full_vectors = vec * static_cast<int>(dtype_size(io_dtype)) == 16;
-    if (cluster_forward && !peel_rows && full_vectors) {
+    // So do peeled rows where their whole vectors (the slices' chunk slots; the remainder
+    // elements go one per thread outside them) leave at most each CTA's last sweep partly
+    // empty, as their aligned neighbours do (twenty-seventh session, run 2, the benchmark,
+    // against 9d23656: bf16 LayerNorm N = 32769 57.4 -> 81.8%, 65537 47.1 -> 80.7%, 262143
+    // 38.1 -> 54.8%, RMSNorm 65537 80.3 -> 85.7%, 262143 54.0 -> 77.4%; fp32 LayerNorm 16385
+    // 70.0 -> 89.7%, 32769 66.4 -> 87.5%, 65537 65.6 -> 87.7%, 131071 80.1 -> 86.8%, RMSNorm
+    // 32769 89.0 -> 90.6%, 131071 89.3 -> 90.5%; 65535, whose 16383 vectors fill the sweeps
+    // but one, bf16 RMSNorm 86.8 -> 85.5%, fp32 91.6 -> 89.6%, LayerNorm 74.1 -> 78.4% and
+    // 86.6 -> 87.1%).
+    if (cluster_forward && full_vectors) {
       constexpr std::int64_t per_thread_long = 2 * kClusterVectorsPerThread;
       const int long_ctas = comoments ? kMaxClusterCtas / 2 : kMaxClusterCtas;
-      const std::int64_t threads = chunks / (long_ctas * per_thread_long);
-      const bool exact =
-          threads * long_ctas * per_thread_long == chunks && next_power_of_two(threads) == threads;
+      const std::int64_t sliced = peel_rows ? std::max<std::int64_t>(n / vec, 1) : chunks;
+      const std::int64_t sweep = std::int64_t{long_ctas} * per_thread_long;
+      const std::int64_t threads = peel_rows ? (sliced + sweep - 1) / sweep : sliced / sweep;
+      const std::int64_t held = threads * sweep;
+      const bool exact = next_power_of_two(threads) == threads &&
+                         (peel_rows ? held - sliced < threads * long_ctas : held == sliced);
       const bool one_narrow_cta_per_sm = comoments && vec == 8 && threads == 256;
       if (exact && threads >= kSmallForwardCta && threads <= kLongSliceThreads &&
           !one_narrow_cta_per_sm) {

@@ -490,6 +490,9 @@ TEST_CASE("codegen: a cluster of 512-thread CTAs copies up to 128 KiB of column 
                                      {DType::f32, DType::f32, 65536, narrower}) == 0);
   CHECK(tilenorm::column_stash_bytes(lowered("layer_norm"),
                                      {DType::f32, DType::f32, 32768, narrower}) == 4096 * 4 * 2);
+  // Unless they peel their rows: N = 65537 on 8 x 256 threads copies its 64 KiB.
+  CHECK(tilenorm::column_stash_bytes(lowered("layer_norm"), {DType::f32, DType::f32, 65537,
+                                                             narrower, true}) == 8192 * 4 * 2);
   // A backward copies more only where it peels its rows: the weight's slice (64 KiB at N = 262143
   // on 16 x 512 threads) then joins its dweight and dbias partial sums (128 KiB).
   KernelConfig backward = config(512, 1, 4, RowStorage::registers);
@@ -1160,8 +1163,9 @@ TEST_CASE("codegen: forwards keep eight vectors per thread on clusters, where me
   // Slices of eight full vectors per thread that tile the row exactly: RMSNorm on a cluster of
   // 16, LayerNorm (whose co-moment favours fewer threads) on a cluster of 8, but for 16-bit
   // LayerNorm's slices of 256 threads, which keep 16 CTAs of four vectors (one 256-thread CTA
-  // of eight fits per SM). Rows that the slices do not tile, misaligned rows, and 16-bit rows
-  // with fp32 parameters (half vectors) keep four.
+  // of eight fits per SM). Misaligned (peeled) rows take the same where their whole vectors
+  // leave at most each CTA's last sweep partly empty. Rows that the slices do not tile, and
+  // 16-bit rows with fp32 parameters (half vectors), keep four.
   auto forward = [](const char* name, DType dtype, DType param, std::int64_t n, bool peel) {
     return tilenorm::heuristic_config(lowered(name), dtype, param, n,
                                       tilenorm::DeviceLimits::hopper(), 0, peel);
@@ -1201,8 +1205,20 @@ TEST_CASE("codegen: forwards keep eight vectors per thread on clusters, where me
     const KernelConfig ragged = forward(name, DType::bf16, DType::bf16, 49152, false);
     CHECK(ragged.ctas_per_row > 1);
     CHECK(std::int64_t{ragged.threads_per_row} * 8 * ragged.vec * ragged.ctas_per_row != 49152);
-    CHECK_FALSE(forward(name, DType::bf16, DType::bf16, 65536, true) ==
-                forward(name, DType::bf16, DType::bf16, 65536, false));
+    CHECK(forward(name, DType::bf16, DType::bf16, 65536, true) ==
+          forward(name, DType::bf16, DType::bf16, 65536, false));
+    // 65537 and 65535 hold 8192 and 8191 whole vectors: the slices of 65536.
+    for (const std::int64_t odd : {65537, 65535}) {
+      CAPTURE(odd);
+      CHECK(forward(name, DType::bf16, DType::bf16, odd, true) ==
+            forward(name, DType::bf16, DType::bf16, 65536, false));
+      CHECK(forward(name, DType::f32, DType::f32, odd, true) ==
+            forward(name, DType::f32, DType::f32, 65536, false));
+    }
+    const KernelConfig ragged_peeled = forward(name, DType::bf16, DType::bf16, 49153, true);
+    CHECK(std::int64_t{ragged_peeled.threads_per_row} * 8 * ragged_peeled.vec *
+              ragged_peeled.ctas_per_row !=
+          49152);
     const KernelConfig half_vectors = forward(name, DType::bf16, DType::f32, 65536, false);
     CHECK(half_vectors.vec == 4);
     CHECK(std::int64_t{half_vectors.threads_per_row} * 4 * half_vectors.vec *
