@@ -1441,7 +1441,7 @@ TEST_CASE("codegen: a phase of several reductions gets eight vectors per thread 
   // Like a co-moment: four reductions in one phase on one CTA per row past 1024 vectors take
   // eight vectors per thread, half the threads RMSNorm's one reduction takes.
   const LoweredProgram four = tilenorm::lower(four_reductions());
-  const LoweredProgram& rms = lowered("rms_norm");
+  const LoweredProgram rms = lowered("rms_norm");
   const std::tuple<DType, std::int64_t, int, int> shapes[] = {
       {DType::f32, 8192, 256, 512},
       {DType::f32, 16384, 512, 1024},
