@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <optional>
 #include <string>
 
 #include "tilenorm/dsl/error.hpp"
@@ -140,377 +141,427 @@ int widest_vec(DType io_dtype, DType param_dtype) {
   return static_cast<int>(16 / std::max(dtype_size(io_dtype), dtype_size(param_dtype)));
 }
 
-KernelConfig heuristic_config(const LoweredProgram& program, DType io_dtype, DType param_dtype,
-                              std::int64_t n, const DeviceLimits& limits, int max_vec,
-                              bool peel_rows) {
-  const int widest = widest_vec(io_dtype, param_dtype);
-  const int vec = max_vec > 0 ? std::min(widest, max_vec) : widest;
-  // Sized by the row's vectors (a peeled row's whole vectors are at most as many).
-  const std::int64_t chunks = (n + vec - 1) / vec;
-  auto fits = [&](const KernelConfig& config) {
+namespace {
+
+// What the rules read of a program and its rows, and the rules themselves: a thread-block
+// cluster per row (on_clusters), else one CTA per row (on_one_cta).
+struct Rows {
+  Rows(const LoweredProgram& program, DType io_dtype, DType param_dtype, std::int64_t n,
+       const DeviceLimits& limits, int max_vec, bool peel_rows)
+      : program(program),
+        io_dtype(io_dtype),
+        param_dtype(param_dtype),
+        n(n),
+        limits(limits),
+        peel_rows(peel_rows),
+        vec(max_vec > 0 ? std::min(widest_vec(io_dtype, param_dtype), max_vec)
+                        : widest_vec(io_dtype, param_dtype)),
+        // Sized by the row's vectors (a peeled row's whole vectors are at most as many).
+        chunks((n + vec - 1) / vec),
+        // A peeled row's chunk slots: its vectors, and one for its remainder elements.
+        row_slots(chunks + (peel_rows ? 1 : 0)) {
+    // A forward's short rows give each thread at least two vectors (H200, bf16, tilenorm-tune
+    // --show-candidates, 2026-11-30: N = 128 at 8 threads per row 86.7-87.0% of the copy
+    // ceiling for LayerNorm, 16 threads 83.9-84.3%; RMSNorm 89.9% against 88.4%).
+    const KernelPlan plan = plan_kernels(program);
+    persistent = plan.persistent;
+    // A backward with two column sums (LayerNorm's) gives each thread two vectors of a short row
+    // too (tenth session, tilenorm-tune --show-candidates, bf16 N = 128, M = 2^19: 8 threads per
+    // row 83.6-85.7% of the copy ceiling, 16 threads 75-78%); with one (RMSNorm) 16 threads
+    // measured 94.6% in the benchmark.
+    // A 16-bit backward that reads saved statistics gives rows of 17-64 vectors (N = 129-512;
+    // 33-64 with two column sums) 16 threads, two to four vectors each, not a warp (fourteenth
+    // session, run 6, the benchmark, bf16, M = 2^26 / N, % of the copy ceiling: LayerNorm N = 512
+    // 90.5 against 87.3, RMSNorm N = 256 92.7 against 92.0, N = 512 94.1 against 92.9). Not for
+    // fp32 rows (LayerNorm N = 256 91.3 against 93.2) or recomputing backwards (RMSNorm bf16 N =
+    // 256 88.6 against 90.0).
+    two_column_sums = persistent && plan.column_partials >= 2;
+    const bool reads_statistics = saved_statistics(program);
+    narrow_backward = persistent && reads_statistics && vec >= 8;
+    narrowest =
+        std::min(narrow_backward ? kNarrowBackwardThreads : 32,
+                 next_power_of_two(persistent && !two_column_sums ? chunks : (chunks + 1) / 2));
+    // Long rows split across a thread-block cluster, four vectors per thread, prefetching the
+    // next row's slice where the registers allow (H200, bf16, M = 2^26 / N, tilenorm-tune
+    // --show-candidates; the numbers are % of the copy ceiling):
+    // - a backward (which would otherwise spill or re-read its rows) past kClusterRowVectors, on
+    //   the fewest CTAs whose slices keep at most kClusterSliceVectors vectors (seventh session:
+    //   RMSNorm N = 32768 on 4 x 256 threads 68.5%, 62.3% with two vectors per thread in
+    //   registers; N = 65536 on 8 x 256 64.8% against 58.9%), half that with two column sums
+    //   and a quarter with one (below);
+    // - a one-phase forward without co-moments past kForwardClusterRowVectors, on a cluster of 16;
+    // - a co-moment forward (LayerNorm's) from kForwardClusterRowVectors, on slices of at most
+    //   kClusterSliceVectors.
+    // Forwards with two reduction phases stay on one CTA per row (LayerNorm before its co-moment:
+    // 59.6% against 55.1% on a cluster).
+    single_phase = program.reduction_phases.size() <= 1;
+    // A co-moment (LayerNorm's variance) combines four floats per state where a sum combines
+    // one: like a second phase, it favours fewer threads per row (H200, bf16, M = 2^26 / N,
+    // tilenorm-tune --show-candidates: LayerNorm N = 16384 at 256 threads 86.6% of the copy
+    // ceiling, 512 threads 84.7%; N = 65536 on clusters of 8 x 256 threads 65.4%, 4 x 512
+    // threads 41.8%).
+    comoments = false;
+    // So do several reductions in one phase, each a float that every barrier combines
+    // (nineteenth session, run 2, the benchmark, four_reductions with four in one phase, M =
+    // 2^26 / N: fp32 N = 8192 on 512 threads of four vectors 68.8% of the copy ceiling, 16384 on
+    // 1024 threads 67.2%, bf16 N = 32768 on 1024 threads 74.2%, where RMSNorm's one reduction
+    // reaches 86-97% on the same threads; with eight vectors per thread, run 3: 97.3%, 89.4% and
+    // 89.4%).
+    wide_phase = false;
+    for (const auto& phase : program.reduction_phases) {
+      wide_phase = wide_phase || phase.size() >= kWidePhaseReductions;
+      for (ir::NodeId r : phase)
+        comoments = comoments || program.program.graph->node(r).op == ir::Op::comoment;
+    }
+    // A persistent kernel (a backward) that reads saved statistics and sums two columns
+    // (LayerNorm's dweight and dbias) stages its next row block in shared memory on one CTA.
+    // (Peeled rows cannot be staged: cp.async copies aligned chunks.)
+    stages_rows = two_column_sums && reads_statistics && !peel_rows;
+  }
+
+  bool fits(const KernelConfig& config) const {
     const KernelSpec spec{io_dtype, param_dtype, n, config, peel_rows};
     return !config_problem(program, spec) &&
            dynamic_shared_memory_bytes(program, spec) <= limits.shared_memory_per_block;
-  };
-  // A forward's short rows give each thread at least two vectors (H200, bf16, tilenorm-tune
-  // --show-candidates, 2026-11-30: N = 128 at 8 threads per row 86.7-87.0% of the copy
-  // ceiling for LayerNorm, 16 threads 83.9-84.3%; RMSNorm 89.9% against 88.4%).
-  const KernelPlan plan = plan_kernels(program);
-  const bool persistent = plan.persistent;
-  // A backward with two column sums (LayerNorm's) gives each thread two vectors of a short row
-  // too (tenth session, tilenorm-tune --show-candidates, bf16 N = 128, M = 2^19: 8 threads per
-  // row 83.6-85.7% of the copy ceiling, 16 threads 75-78%); with one (RMSNorm) 16 threads
-  // measured 94.6% in the benchmark.
-  // A 16-bit backward that reads saved statistics gives rows of 17-64 vectors (N = 129-512;
-  // 33-64 with two column sums) 16 threads, two to four vectors each, not a warp (fourteenth
-  // session, run 6, the benchmark, bf16, M = 2^26 / N, % of the copy ceiling: LayerNorm N = 512
-  // 90.5 against 87.3, RMSNorm N = 256 92.7 against 92.0, N = 512 94.1 against 92.9). Not for
-  // fp32 rows (LayerNorm N = 256 91.3 against 93.2) or recomputing backwards (RMSNorm bf16 N =
-  // 256 88.6 against 90.0).
-  const bool two_column_sums = persistent && plan.column_partials >= 2;
-  const bool reads_statistics = saved_statistics(program);
-  const bool narrow_backward = persistent && reads_statistics && vec >= 8;
-  const int narrowest =
-      std::min(narrow_backward ? kNarrowBackwardThreads : 32,
-               next_power_of_two(persistent && !two_column_sums ? chunks : (chunks + 1) / 2));
-  // Long rows split across a thread-block cluster, four vectors per thread, prefetching the
-  // next row's slice where the registers allow (H200, bf16, M = 2^26 / N, tilenorm-tune
-  // --show-candidates; the numbers are % of the copy ceiling):
-  // - a backward (which would otherwise spill or re-read its rows) past kClusterRowVectors, on
-  //   the fewest CTAs whose slices keep at most kClusterSliceVectors vectors (seventh session:
-  //   RMSNorm N = 32768 on 4 x 256 threads 68.5%, 62.3% with two vectors per thread in
-  //   registers; N = 65536 on 8 x 256 64.8% against 58.9%), half that with two column sums
-  //   and a quarter with one (below);
-  // - a one-phase forward without co-moments past kForwardClusterRowVectors, on a cluster of 16;
-  // - a co-moment forward (LayerNorm's) from kForwardClusterRowVectors, on slices of at most
-  //   kClusterSliceVectors.
-  // Forwards with two reduction phases stay on one CTA per row (LayerNorm before its co-moment:
-  // 59.6% against 55.1% on a cluster).
-  const bool single_phase = program.reduction_phases.size() <= 1;
-  // A co-moment (LayerNorm's variance) combines four floats per state where a sum combines
-  // one: like a second phase, it favours fewer threads per row (H200, bf16, M = 2^26 / N,
-  // tilenorm-tune --show-candidates: LayerNorm N = 16384 at 256 threads 86.6% of the copy
-  // ceiling, 512 threads 84.7%; N = 65536 on clusters of 8 x 256 threads 65.4%, 4 x 512
-  // threads 41.8%).
+  }
+
+  std::optional<KernelConfig> on_clusters() const {
+    // A 16-bit backward with one column sum (RMSNorm's dweight) that reads saved statistics takes
+    // a cluster already at kClusterRowVectors (fifteenth session, run 1, the benchmark, bf16 N =
+    // 16384, M = 4096: 85.0% of the copy ceiling on 8 x 64 threads against 80.9% on one CTA).
+    // Not when it recomputes (78.8% against 84.2%) or for fp32 rows (N = 8192: 92.0% against
+    // 94.1%), nor for misaligned rows (not measured).
+    const bool cluster_backward =
+        persistent &&
+        (chunks > kClusterRowVectors ||
+         (chunks == kClusterRowVectors && !two_column_sums && narrow_backward && !peel_rows));
+    // Since the row exchange pushes with st.async (no fence per row; tenth session), a co-moment
+    // forward takes a cluster at kForwardClusterRowVectors already: LayerNorm bf16 N = 32768
+    // (M = 2048) on 4 x 256 threads, prefetched, 80.8% against 75.6% on one CTA of 512 threads.
+    const bool cluster_forward =
+        !persistent && single_phase &&
+        (comoments ? chunks >= kForwardClusterRowVectors : chunks > kForwardClusterRowVectors);
+    // Misaligned (peeled) rows of a one-phase 16-bit forward with co-moments (LayerNorm) past
+    // kLongRowVectors take a cluster of two: its persistent CTAs keep one misalignment each, so
+    // they shift the column parameters into shared memory once, not per row (thirteenth session,
+    // tilenorm-tune --show-candidates, bf16 N = 12345, M = 5436: LayerNorm on 2 x 256 threads,
+    // prefetched, 60.5% of the copy ceiling against 48.4% on one CTA of 256 threads).
+    // Where they fit, they instead run persistent CTAs of one row each, prefetched, of at most
+    // kClusterVectorsPerThread * 2 vectors per thread, which copy the whole row's parameters where
+    // they fit (twenty-second session, run 3, the benchmark, M = 2^26 / N, against the cluster of
+    // two: bf16 N = 8193 77.9% against 60.1%, 12345 74.2% against 66.1%; fp16 70.8% against 59.7%
+    // and 73.6% against 66.7%). RMSNorm (no co-moments) takes the aligned rows' configuration, one
+    // CTA in registers: since a forward's first pass takes its tested sweep first, that ran ahead
+    // of the cluster of two (twenty-fifth session, run 3, tilenorm-tune --show-candidates, bf16: N
+    // = 8193 on 256 threads 88.0% against 81.3%, 12345 on 256 86.8% against 84.5%, 16383 on 512
+    // 83.1% against 80.2%; run 4, the benchmark: 8193 82.8 -> 91.0%, 16383 82.2 -> 84.9%). Up to
+    // kForwardClusterRowVectors / 2 vectors: at bf16 N = 20001 its 512 threads took 88 registers
+    // and ran 67.4% against 87.8% on the cluster (of four; run 4).
+    // Not for 32-bit rows, whose peeled chunks ran faster on one CTA per row, in registers
+    // (nineteenth session, run 1, tilenorm-tune --show-candidates, fp32, M = 2^26 / N: N = 4097
+    // LayerNorm at 128 threads 88.9% against 75.9% on 2 x 256, RMSNorm at 256 threads 93.0%
+    // against 86.1%; N = 12345 RMSNorm at 512 threads 94.9% against 88.4% on 4 x 256, LayerNorm
+    // 85.4% against 87.4%).
+    // Threads for one vector more than the row's: the configurations measured above, when a
+    // peeled row took two chunk slots more for its remainder (until the twenty-fourth session).
+    // Since then LayerNorm's copy fits up to N = 16391 in bf16 and fp16 (2048 vectors on 512
+    // threads, 64 KiB), which took it off the cluster of two at N = 16383 (twenty-fourth
+    // session, run 2, the benchmark: bf16 73.1 -> 81.8%, fp16 62.1 -> 82.5%).
+    const bool peeled_long_forward =
+        !persistent && single_phase && peel_rows && chunks > kLongRowVectors &&
+        (comoments || chunks > kForwardClusterRowVectors / 2) && dtype_size(io_dtype) < 4;
+    if (limits.clusters && peeled_long_forward && comoments && !cluster_forward) {
+      const std::int64_t per_thread = 2 * kClusterVectorsPerThread;
+      const KernelConfig copied{next_power_of_two((row_slots + per_thread - 1) / per_thread), 1,
+                                vec, static_cast<int>(RowStorage::prefetched), 1};
+      if (copied.threads_per_row <= 1024 && fits(copied) &&
+          column_stash_bytes(program, {io_dtype, param_dtype, n, copied, peel_rows}) > 0)
+        return copied;
+    }
+    // So do misaligned rows of a backward past kLongRowVectors, on a cluster of four in registers
+    // (same runs, N = 12345 on 4 x 128 threads against one CTA of 256 threads, prefetched:
+    // RMSNorm 61.1% against 44.6%, recomputing 58.3% against 43.8%; LayerNorm 44.7% against
+    // 37.6%, recomputing 42.2% against 34.2%).
+    const bool peeled_cluster_backward =
+        persistent && peel_rows && chunks > kLongRowVectors && !cluster_backward;
+    // A backward with two column sums (LayerNorm's dweight and dbias) keeps half the slice, four
+    // vectors per thread, prefetched (tenth session, tilenorm-tune --show-candidates, bf16,
+    // saved statistics: N = 32768 M = 2048 on 8 x 128 threads 54.9% against 47.2% on 4 x 512 in
+    // registers; 65536 M = 1024 on 16 x 128 48.8% against 44.8%; 131072 M = 512 on 16 x 256 41.0%
+    // against 38.0%; 262144 M = 256 on 16 x 512 31.7% against 29.4%; recomputing, N = 32768 on
+    // 8 x 128 52.9% against 48.1% on 4 x 256, 65536 46.0% either way).
+    if (limits.clusters &&
+        (cluster_backward || cluster_forward || peeled_long_forward || peeled_cluster_backward)) {
+      // A co-moment forward keeps half the slice too (thirteenth session, tilenorm-tune
+      // --show-candidates, bf16: LayerNorm N = 32768, M = 2048, on 8 x 128 threads 84.3% against
+      // 79.1% on 4 x 256; 65536 on 16 x 128 84.9% against 84.2% on 8 x 256).
+      // A backward with one column sum keeps a quarter (fifteenth session, run 1, the benchmark,
+      // M = 2^26 / N, against slices of 1024 vectors: bf16 N = 32768 on 16 x 64 threads 81.0%
+      // against 79.0%, recomputing 81.6% against 74.2%; N = 65536 on 16 x 128 76.4% against
+      // 75.6%, recomputing 77.1% against 74.0%; fp32 N = 16384 95.9% against 90.7%, 32768 92.9%
+      // against 90.0%).
+      const std::int64_t slice_limit =
+          cluster_backward && !two_column_sums ? kClusterSliceVectors / 4
+          : (cluster_backward && two_column_sums) || (cluster_forward && comoments)
+              ? kClusterSliceVectors / 2
+              : kClusterSliceVectors;
+      // A one-phase forward without co-moments takes the largest cluster (tenth session, bf16:
+      // RMSNorm N = 65536 on 16 x 256 threads 85.6%, 16 x 128 84.5%, against 83.0% on 4 x 512;
+      // 131072 on 16 x 256 87.4% against 84.3% on 8 x 512; 262144 already took 16).
+      int ctas = cluster_forward && !comoments ? kMaxClusterCtas
+                 : peeled_long_forward         ? 2
+                 : peeled_cluster_backward     ? 4
+                                               : 1;
+      while (ctas < kMaxClusterCtas && (chunks + ctas - 1) / ctas > slice_limit &&
+             chunks / (2 * ctas) >= kMinClusterSliceVectors)
+        ctas *= 2;
+      // A co-moment on slices past the limit (a cluster of 16 is too small) takes 512 threads
+      // per CTA: since its variance states shuffle two floats, not four (eighth session), that
+      // measured 52.1% of the copy ceiling against 41.6% re-read from L2 by one CTA of 1024
+      // (LayerNorm bf16 N = 262144, M = 256; before, 36.5% against 43%). Slices of 1024 threads
+      // measured below one CTA per row (27.0%), so longer ones still go there.
+      // Four vectors per thread, prefetched where the registers allow, but for the two long-slice
+      // rules next. A cluster whose slices need more than that is not worth it, and the row goes
+      // to one CTA below.
+      // A cluster too large for its threads leaves its last CTAs without columns (which
+      // config_problem refuses): then the next smaller cluster.
+      constexpr std::int64_t per_thread = kClusterVectorsPerThread;
+      // A forward whose slices tile the row exactly holds eight full vectors per thread, on a
+      // cluster of 16 without co-moments and of 8 with them: twice the bytes in flight per thread
+      // (eighteenth session, runs 2-3, the benchmark, M = 2^26 / N, % of the copy ceiling, against
+      // four vectors per thread below):
+      // - bf16 LayerNorm N = 32768 on 8 x 64 threads 88.3 / 88.5 against 85.2 / 85.5, 65536 on
+      //   8 x 128 88.8 / 88.9 against 87.7 / 87.9, 262144 on 8 x 512 78.4 / 78.6 against
+      //   62.6 / 62.1 (16 CTAs of 512 threads, one per SM, fit 7 times on the H200's 132 SMs, 8
+      //   of them 16 times);
+      // - bf16 RMSNorm N = 131072 on 16 x 128 90.9 / 91.0 against 90.1 / 90.4, 262144 on
+      //   16 x 256 89.4 / 90.0 against 87.3 / 88.5; 65536 on 16 x 64 undecided (91.9 against 87.9
+      //   in run 2, 89.3 against 91.6 in run 3);
+      // - fp32 LayerNorm (run 3) N = 16384 on 8 x 64 90.0 against 88.2, 32768 on 8 x 128 90.2
+      //   against 87.9, 65536 on 8 x 256 92.3 against 88.6, 131072 on 8 x 512 86.3 against 81.0;
+      //   RMSNorm N = 32768 on 16 x 64 92.1 against 91.4, 65536 on 16 x 128 91.8 against 90.5,
+      //   131072 on 16 x 256 93.1 against 93.4.
+      // Not 16-bit LayerNorm's slices of 256 threads: at about 168 registers one such CTA fits
+      // per SM, 8 warps (bf16 N = 131072 on 8 x 256: 70.7 against 86.8).
+      const bool full_vectors = vec * static_cast<int>(dtype_size(io_dtype)) == 16;
+      // So do peeled rows where their whole vectors (the slices' chunk slots; the remainder
+      // elements go one per thread outside them) leave at most each CTA's last sweep partly
+      // empty, as their aligned neighbours do (twenty-seventh session, run 2, the benchmark,
+      // against 9d23656: bf16 LayerNorm N = 32769 57.4 -> 81.8%, 65537 47.1 -> 80.7%, 262143
+      // 38.1 -> 54.8%, RMSNorm 65537 80.3 -> 85.7%, 262143 54.0 -> 77.4%; fp32 LayerNorm 16385
+      // 70.0 -> 89.7%, 32769 66.4 -> 87.5%, 65537 65.6 -> 87.7%, 131071 80.1 -> 86.8%, RMSNorm
+      // 32769 89.0 -> 90.6%, 131071 89.3 -> 90.5%; 65535, whose 16383 vectors fill the sweeps
+      // but one, bf16 RMSNorm 86.8 -> 85.5%, fp32 91.6 -> 89.6%, LayerNorm 74.1 -> 78.4% and
+      // 86.6 -> 87.1%).
+      if (cluster_forward && full_vectors) {
+        constexpr std::int64_t per_thread_long = 2 * kClusterVectorsPerThread;
+        const int long_ctas = comoments ? kMaxClusterCtas / 2 : kMaxClusterCtas;
+        const std::int64_t sliced = peel_rows ? std::max<std::int64_t>(n / vec, 1) : chunks;
+        const std::int64_t sweep = std::int64_t{long_ctas} * per_thread_long;
+        const std::int64_t threads = peel_rows ? (sliced + sweep - 1) / sweep : sliced / sweep;
+        const std::int64_t held = threads * sweep;
+        const bool exact = next_power_of_two(threads) == threads &&
+                           (peel_rows ? held - sliced < threads * long_ctas : held == sliced);
+        const bool one_narrow_cta_per_sm = comoments && vec == 8 && threads == 256;
+        if (exact && threads >= kSmallForwardCta && threads <= kLongSliceThreads &&
+            !one_narrow_cta_per_sm) {
+          const KernelConfig config{static_cast<int>(threads), 1, vec,
+                                    static_cast<int>(RowStorage::prefetched), long_ctas};
+          if (fits(config)) return config;
+        }
+      }
+      // A forward whose slices on a cluster of 16 would take more than 512 threads of four
+      // vectors (fp32 N = 262144: 4096 vectors) takes 512 threads of eight, prefetched (fifteenth
+      // session, run 2, the benchmark, M = 256: RMSNorm 91.3% of the copy ceiling against 52.0% on
+      // 1024 threads of four in registers and 68.4% on 512 of eight in registers; LayerNorm 81.8%
+      // against 47.1% re-reading its row from L2 on one CTA). So do peeled rows, which otherwise
+      // went to one CTA re-reading its row from L2 (twenty-sixth session, run 2, the benchmark,
+      // fp32 N = 262143: LayerNorm 40.8%, RMSNorm 53.7%).
+      const std::int64_t widest_slice = (chunks + ctas - 1) / ctas;
+      if (!persistent && ctas == kMaxClusterCtas && widest_slice > kLongSliceThreads * per_thread &&
+          widest_slice <= kLongSliceThreads * 2 * per_thread) {
+        const KernelConfig config{kLongSliceThreads, 1, vec,
+                                  static_cast<int>(RowStorage::prefetched), ctas};
+        if (fits(config)) return config;
+      }
+      for (int split = ctas; split > 1; split /= 2) {
+        const std::int64_t slice = (chunks + split - 1) / split;
+        if ((comoments && slice > 2 * kClusterSliceVectors) || slice > per_thread * 1024) break;
+        const int threads =
+            std::clamp(next_power_of_two((slice + per_thread - 1) / per_thread), 32, 1024);
+        const RowStorage first =
+            peeled_cluster_backward ? RowStorage::registers : RowStorage::prefetched;
+        for (RowStorage storage : {first, RowStorage::registers}) {
+          const KernelConfig config{threads, 1, vec, static_cast<int>(storage), split};
+          if (fits(config)) return config;
+        }
+      }
+      // A backward whose slices take more than 1024 threads of four vectors (fp32 N = 262144: x
+      // and dy rows of 1 MiB each) keeps them in registers on 512 threads of eight, without
+      // prefetching (fifteenth session, run 3, the benchmark, M = 256, against 1024 threads
+      // re-reading their slices from L2: LayerNorm 45.1% of the copy ceiling against 41.4%,
+      // recomputing 42.2% against 30.8%; RMSNorm 56.7% against 52.8%, recomputing 55.0% against
+      // 50.2%). Where those do not fit either, the cluster re-reads from L2: it has one row block
+      // (2 MiB) in flight at a time, so the grid's rows stay in L2, where one CTA per row re-read
+      // up to 132 of them from HBM (fp32 N = 262144: 8.7% for LayerNorm's backward, 19.3% for
+      // RMSNorm's, eighth session).
+      if (cluster_backward) {
+        const KernelConfig long_slices{kLongSliceThreads, 1, vec,
+                                       static_cast<int>(RowStorage::registers), ctas};
+        if (fits(long_slices)) return long_slices;
+        const KernelConfig global{1024, 1, vec, static_cast<int>(RowStorage::global), ctas};
+        if (fits(global)) return global;
+      }
+    }
+    return std::nullopt;
+  }
+
+  KernelConfig on_one_cta() const {
+    // One CTA per row, in registers: about four vectors per thread, as few threads per row as
+    // that allows. Programs with two reduction phases (LayerNorm) keep up to eight vectors per
+    // thread on long rows: fewer warps per row make each phase's barrier cheaper (H200, N =
+    // 16384: 256 threads per row 86.9% of the copy ceiling, 512 threads 57%).
+    // A persistent kernel that does not stage its rows (below) prefetches them into registers, on
+    // sm_90 and later up to kPrefetchRegisters registers of raw chunks (NVRTC 13.0 for sm_80-sm_89
+    // spilled 72-160 bytes in such kernels at N = 4096, where sm_90 fits them in 255 registers).
+    // With that room it takes eight vectors per thread from rows of 512 vectors, 64 threads per row
+    // (H200, bf16, tilenorm-tune --show-candidates, seventh session, prefetched:
+    // recomputing LayerNorm N = 4096 at 64 threads x 2 rows 80.6% of the copy ceiling, 128
+    // threads 74.6%; N = 8192 at 128 x 2 72.1%, 256 threads 62.9%; RMSNorm N = 4096 86.3%
+    // against 83.9%, recomputing 88.6% against 84.9%).
+    const std::int64_t raw_bytes = row_input_bytes(program, io_dtype, param_dtype);
+    auto prefetch_fits = [&](std::int64_t values_per_thread) {
+      return values_per_thread <= kPrefetchValues ||
+             (persistent && !stages_rows && limits.clusters &&
+              2 * values_per_thread * raw_bytes / 4 <= kPrefetchRegisters);
+    };
+    // A program with two reduction phases (recomputing LayerNorm) does so too on rows that 32
+    // threads cover with eight vectors each, 256 vectors (fourteenth session, run 6, against 64
+    // threads: bf16 N = 2048 88.7% against 86.2%, fp32 N = 1024 91.5% against 89.3%). One-phase
+    // programs measured slower there (RMSNorm recomputing bf16 N = 2048 87.0% against 92.7%,
+    // backward fp32 N = 1024 92.2% against 97.4%), and rows between 256 and 512 vectors (64
+    // threads, five to seven vectors each) were not measured, so they keep four; nor were
+    // peeled rows, which would hold eight vectors in registers.
+    const bool long_prefetch = prefetch_fits(8 * vec) && 8 * vec > kPrefetchValues;
+    const bool two_phase_long_prefetch =
+        long_prefetch && !single_phase && !peel_rows && chunks == 8 * kTwoPhaseLongPrefetchThreads;
+    const std::int64_t vectors_per_thread =
+        (long_prefetch && chunks >= 8 * kLongPrefetchThreads) || two_phase_long_prefetch ||
+                ((!single_phase || comoments || wide_phase) && chunks > kLongRowVectors)
+            ? 8
+            : 4;
+    int first_threads = fewest_threads(chunks, vectors_per_thread, narrowest, persistent);
+    // A forward whose last sweep would be partly empty takes half the threads where each then
+    // holds at most kRaggedForwardVectors vectors (thirteenth session, tilenorm-tune
+    // --show-candidates, bf16, M = 2^26 / N, % of the copy ceiling: RMSNorm N = 7168 at 128
+    // threads 89.1% against 80.8% at 256, N = 12344 at 256 threads 87.6% against 78.5% at 512;
+    // LayerNorm N = 7168 88.5% against 73.4%, N = 2880 at 64 threads 82.9% against 74.2% at 128).
+    // Rows that fill their sweeps measured within 2 points either way.
+    if (!persistent && row_slots % first_threads != 0 && first_threads / 2 >= narrowest &&
+        (row_slots + first_threads / 2 - 1) / (first_threads / 2) <= kRaggedForwardVectors)
+      first_threads /= 2;
+    for (int threads = first_threads; threads <= 1024; threads *= 2) {
+      // A row with more vectors per thread than preferred (just past a power of two) keeps its
+      // CTA to itself (RMSNorm bf16 N = 4097 at 128 threads: 77% of the copy ceiling with one
+      // row per CTA, 53% with two).
+      const bool uneven = threads * vectors_per_thread < chunks;
+      // A forward of short rows runs CTAs of 64 threads: more CTAs per SM and a shorter tail
+      // measured faster than 256-thread CTAs (same runs: LayerNorm N = 1024 at 32 threads per
+      // row, 2 rows per CTA 90.2% against 8 rows 87.8%; N = 2048 at 64 x 1 91.0% against 64 x 4
+      // 85.0%; RMSNorm N = 512 at 32 x 2 90.8% against 32 x 8 89.5%).
+      // Rows of 128 threads and more take a CTA each (LayerNorm N = 4096 at 128 x 1: 92.4%
+      // against 87.1% at 128 x 2, seventh session).
+      // A prefetching persistent kernel with at least four vectors per thread shares each
+      // barrier among fewer rows in CTAs of 128 threads (same runs, recomputing backwards:
+      // LayerNorm N = 1024 at 32 x 4 88.0% against 32 x 8 below 80%; RMSNorm 90.5% against
+      // below 86.6%; N = 4096 at 64 x 2 against 64 x 4: 80.6 and 78.0%).
+      const std::int64_t per_thread = (chunks + threads - 1) / threads;
+      const int cta_threads =
+          !persistent ? (threads <= kSmallForwardCta ? kSmallForwardCta : threads)
+          : long_prefetch && per_thread >= 4 && threads <= kSmallPersistentCta / 2
+              ? kSmallPersistentCta
+              : kStackedCtaThreads;
+      KernelConfig config = with_rows(threads, vec, RowStorage::registers, cta_threads);
+      // Peeled rows of a program that sums across rows take a CTA each (consecutive rows start
+      // at different misalignments; see config_problem).
+      if (uneven || (peel_rows && persistent)) config.rows_per_cta = 1;
+      if (!fits(config)) continue;
+      // A backward that reads saved statistics and sums two columns (LayerNorm's dweight and
+      // dbias) stages the next row block in shared memory (cp.async), which needs no second set
+      // of registers. Measured on the H200 (bf16, tilenorm-tune --show-candidates): LayerNorm N =
+      // 2048 at 64 x 4 83.3 -> 88.5% of the copy ceiling, 4096 77.3 -> 80.5%, 8192 67.2 ->
+      // 70.2%, 16384 54.8 -> 61.0%; RMSNorm (one column sum) 85.1 -> 83.3% at 4096 and 78.4 ->
+      // 77.3% at 8192. Recomputing backwards and 5 vectors per thread spilled at the 128
+      // registers a staged kernel asks for. With fewer than 4 vectors per thread the next row
+      // block is prefetched into registers instead (thirteenth session, tilenorm-tune
+      // --show-candidates, bf16, M = 2^26 / N: N = 12288 at 512 threads, 3 vectors each, 72.5%
+      // of the copy ceiling against 67.1% staged; N = 2880 at 128 threads 79.2% against 77.6%).
+      const std::int64_t values_per_thread = per_thread * vec;
+      const bool stages = stages_rows && threads >= kStagedRowThreads &&
+                          values_per_thread > kPrefetchValues && values_per_thread <= kStagedValues;
+      const bool prefetches_instead = stages && per_thread < kStagedMinVectors;
+      if (stages && !prefetches_instead) {
+        KernelConfig staged = config;
+        staged.row_storage = static_cast<int>(RowStorage::staged);
+        if (fits(staged)) return staged;
+      }
+      // Otherwise a persistent kernel (a backward) prefetches the next row block into registers
+      // where they fit (prefetch_fits): it pays where few values per thread leave the SM few
+      // loads in flight (N = 128: 71 -> 87% of the copy for LayerNorm), and up to 64 values per
+      // thread where it has the registers (recomputing backwards: LayerNorm N = 1024 80.1 ->
+      // 88.0%, RMSNorm N = 16384 at 256 threads 75.7% against 68.8% in registers).
+      // Rows of at least kSmallPersistentCta threads then take a CTA each (thirteenth session,
+      // same method, M = 2^26 / N, 128 threads per row, one row per CTA against two: RMSNorm
+      // backward N = 8192 86.2% against 82.0%; recomputing LayerNorm N = 2880 73.1% against 70.2%,
+      // 7168 81.7% against 78.1%, 8192 +3.3%; elsewhere within 2 points either way).
+      // Peeled rows prefetch at most 4 vectors per thread (thirteenth session, same method, N =
+      // 4097 at 128 threads, 5 vectors each, in registers against prefetched: RMSNorm backward
+      // 64.8% against 58.4%, recomputing 64.1% against 60.0%; LayerNorm 51.0% against 49.4%).
+      const bool peeled_prefetch = !peel_rows || per_thread <= kPeeledPrefetchVectors;
+      if (persistent && peeled_prefetch &&
+          (prefetches_instead || prefetch_fits(values_per_thread))) {
+        KernelConfig prefetched = config;
+        prefetched.row_storage = static_cast<int>(RowStorage::prefetched);
+        if (threads >= kSmallPersistentCta) prefetched.rows_per_cta = 1;
+        if (fits(prefetched)) return prefetched;
+      }
+      return config;
+    }
+    // Too large for registers: stash the row in shared memory, else re-read it from L2/HBM.
+    // (Long rows of two-phase forwards, and any long row without clusters or too long even for
+    // a cluster of 16.)
+    const KernelConfig shared = with_rows(1024, vec, RowStorage::shared);
+    if (fits(shared)) return shared;
+    return with_rows(1024, vec, RowStorage::global);
+  }
+
+  const LoweredProgram& program;
+  DType io_dtype;
+  DType param_dtype;
+  std::int64_t n;
+  const DeviceLimits& limits;
+  bool peel_rows;
+  int vec;
+  std::int64_t chunks;
+  std::int64_t row_slots;
+  bool persistent = false;
+  bool two_column_sums = false;
+  bool narrow_backward = false;
+  int narrowest = 0;
+  bool single_phase = false;
   bool comoments = false;
-  // So do several reductions in one phase, each a float that every barrier combines
-  // (nineteenth session, run 2, the benchmark, four_reductions with four in one phase, M =
-  // 2^26 / N: fp32 N = 8192 on 512 threads of four vectors 68.8% of the copy ceiling, 16384 on
-  // 1024 threads 67.2%, bf16 N = 32768 on 1024 threads 74.2%, where RMSNorm's one reduction
-  // reaches 86-97% on the same threads; with eight vectors per thread, run 3: 97.3%, 89.4% and
-  // 89.4%).
   bool wide_phase = false;
-  for (const auto& phase : program.reduction_phases) {
-    wide_phase = wide_phase || phase.size() >= kWidePhaseReductions;
-    for (ir::NodeId r : phase)
-      comoments = comoments || program.program.graph->node(r).op == ir::Op::comoment;
-  }
-  // A persistent kernel (a backward) that reads saved statistics and sums two columns
-  // (LayerNorm's dweight and dbias) stages its next row block in shared memory on one CTA.
-  // (Peeled rows cannot be staged: cp.async copies aligned chunks.)
-  const bool stages_rows = two_column_sums && reads_statistics && !peel_rows;
-  // A 16-bit backward with one column sum (RMSNorm's dweight) that reads saved statistics takes
-  // a cluster already at kClusterRowVectors (fifteenth session, run 1, the benchmark, bf16 N =
-  // 16384, M = 4096: 85.0% of the copy ceiling on 8 x 64 threads against 80.9% on one CTA).
-  // Not when it recomputes (78.8% against 84.2%) or for fp32 rows (N = 8192: 92.0% against
-  // 94.1%), nor for misaligned rows (not measured).
-  const bool cluster_backward =
-      persistent &&
-      (chunks > kClusterRowVectors ||
-       (chunks == kClusterRowVectors && !two_column_sums && narrow_backward && !peel_rows));
-  // Since the row exchange pushes with st.async (no fence per row; tenth session), a co-moment
-  // forward takes a cluster at kForwardClusterRowVectors already: LayerNorm bf16 N = 32768
-  // (M = 2048) on 4 x 256 threads, prefetched, 80.8% against 75.6% on one CTA of 512 threads.
-  const bool cluster_forward =
-      !persistent && single_phase &&
-      (comoments ? chunks >= kForwardClusterRowVectors : chunks > kForwardClusterRowVectors);
-  // Misaligned (peeled) rows of a one-phase 16-bit forward with co-moments (LayerNorm) past
-  // kLongRowVectors take a cluster of two: its persistent CTAs keep one misalignment each, so
-  // they shift the column parameters into shared memory once, not per row (thirteenth session,
-  // tilenorm-tune --show-candidates, bf16 N = 12345, M = 5436: LayerNorm on 2 x 256 threads,
-  // prefetched, 60.5% of the copy ceiling against 48.4% on one CTA of 256 threads).
-  // Where they fit, they instead run persistent CTAs of one row each, prefetched, of at most
-  // kClusterVectorsPerThread * 2 vectors per thread, which copy the whole row's parameters where
-  // they fit (twenty-second session, run 3, the benchmark, M = 2^26 / N, against the cluster of
-  // two: bf16 N = 8193 77.9% against 60.1%, 12345 74.2% against 66.1%; fp16 70.8% against 59.7%
-  // and 73.6% against 66.7%). RMSNorm (no co-moments) takes the aligned rows' configuration, one
-  // CTA in registers: since a forward's first pass takes its tested sweep first, that ran ahead of
-  // the cluster of two (twenty-fifth session, run 3, tilenorm-tune --show-candidates, bf16: N =
-  // 8193 on 256 threads 88.0% against 81.3%, 12345 on 256 86.8% against 84.5%, 16383 on 512
-  // 83.1% against 80.2%; run 4, the benchmark: 8193 82.8 -> 91.0%, 16383 82.2 -> 84.9%). Up to
-  // kForwardClusterRowVectors / 2 vectors: at bf16 N = 20001 its 512 threads took 88 registers
-  // and ran 67.4% against 87.8% on the cluster (of four; run 4).
-  // Not for 32-bit rows, whose peeled chunks ran faster on one CTA per row, in registers
-  // (nineteenth session, run 1, tilenorm-tune --show-candidates, fp32, M = 2^26 / N: N = 4097
-  // LayerNorm at 128 threads 88.9% against 75.9% on 2 x 256, RMSNorm at 256 threads 93.0%
-  // against 86.1%; N = 12345 RMSNorm at 512 threads 94.9% against 88.4% on 4 x 256, LayerNorm
-  // 85.4% against 87.4%).
-  // Threads for one vector more than the row's: the configurations measured above, when a
-  // peeled row took two chunk slots more for its remainder (until the twenty-fourth session).
-  // Since then LayerNorm's copy fits up to N = 16391 in bf16 and fp16 (2048 vectors on 512
-  // threads, 64 KiB), which took it off the cluster of two at N = 16383 (twenty-fourth
-  // session, run 2, the benchmark: bf16 73.1 -> 81.8%, fp16 62.1 -> 82.5%).
-  const std::int64_t row_slots = chunks + (peel_rows ? 1 : 0);
-  const bool peeled_long_forward =
-      !persistent && single_phase && peel_rows && chunks > kLongRowVectors &&
-      (comoments || chunks > kForwardClusterRowVectors / 2) && dtype_size(io_dtype) < 4;
-  if (limits.clusters && peeled_long_forward && comoments && !cluster_forward) {
-    const std::int64_t per_thread = 2 * kClusterVectorsPerThread;
-    const KernelConfig copied{next_power_of_two((row_slots + per_thread - 1) / per_thread), 1, vec,
-                              static_cast<int>(RowStorage::prefetched), 1};
-    if (copied.threads_per_row <= 1024 && fits(copied) &&
-        column_stash_bytes(program, {io_dtype, param_dtype, n, copied, peel_rows}) > 0)
-      return copied;
-  }
-  // So do misaligned rows of a backward past kLongRowVectors, on a cluster of four in registers
-  // (same runs, N = 12345 on 4 x 128 threads against one CTA of 256 threads, prefetched:
-  // RMSNorm 61.1% against 44.6%, recomputing 58.3% against 43.8%; LayerNorm 44.7% against
-  // 37.6%, recomputing 42.2% against 34.2%).
-  const bool peeled_cluster_backward =
-      persistent && peel_rows && chunks > kLongRowVectors && !cluster_backward;
-  // A backward with two column sums (LayerNorm's dweight and dbias) keeps half the slice, four
-  // vectors per thread, prefetched (tenth session, tilenorm-tune --show-candidates, bf16,
-  // saved statistics: N = 32768 M = 2048 on 8 x 128 threads 54.9% against 47.2% on 4 x 512 in
-  // registers; 65536 M = 1024 on 16 x 128 48.8% against 44.8%; 131072 M = 512 on 16 x 256 41.0%
-  // against 38.0%; 262144 M = 256 on 16 x 512 31.7% against 29.4%; recomputing, N = 32768 on
-  // 8 x 128 52.9% against 48.1% on 4 x 256, 65536 46.0% either way).
-  if (limits.clusters &&
-      (cluster_backward || cluster_forward || peeled_long_forward || peeled_cluster_backward)) {
-    // A co-moment forward keeps half the slice too (thirteenth session, tilenorm-tune
-    // --show-candidates, bf16: LayerNorm N = 32768, M = 2048, on 8 x 128 threads 84.3% against
-    // 79.1% on 4 x 256; 65536 on 16 x 128 84.9% against 84.2% on 8 x 256).
-    // A backward with one column sum keeps a quarter (fifteenth session, run 1, the benchmark,
-    // M = 2^26 / N, against slices of 1024 vectors: bf16 N = 32768 on 16 x 64 threads 81.0%
-    // against 79.0%, recomputing 81.6% against 74.2%; N = 65536 on 16 x 128 76.4% against
-    // 75.6%, recomputing 77.1% against 74.0%; fp32 N = 16384 95.9% against 90.7%, 32768 92.9%
-    // against 90.0%).
-    const std::int64_t slice_limit =
-        cluster_backward && !two_column_sums ? kClusterSliceVectors / 4
-        : (cluster_backward && two_column_sums) || (cluster_forward && comoments)
-            ? kClusterSliceVectors / 2
-            : kClusterSliceVectors;
-    // A one-phase forward without co-moments takes the largest cluster (tenth session, bf16:
-    // RMSNorm N = 65536 on 16 x 256 threads 85.6%, 16 x 128 84.5%, against 83.0% on 4 x 512;
-    // 131072 on 16 x 256 87.4% against 84.3% on 8 x 512; 262144 already took 16).
-    int ctas = cluster_forward && !comoments ? kMaxClusterCtas
-               : peeled_long_forward         ? 2
-               : peeled_cluster_backward     ? 4
-                                             : 1;
-    while (ctas < kMaxClusterCtas && (chunks + ctas - 1) / ctas > slice_limit &&
-           chunks / (2 * ctas) >= kMinClusterSliceVectors)
-      ctas *= 2;
-    // A co-moment on slices past the limit (a cluster of 16 is too small) takes 512 threads
-    // per CTA: since its variance states shuffle two floats, not four (eighth session), that
-    // measured 52.1% of the copy ceiling against 41.6% re-read from L2 by one CTA of 1024
-    // (LayerNorm bf16 N = 262144, M = 256; before, 36.5% against 43%). Slices of 1024 threads
-    // measured below one CTA per row (27.0%), so longer ones still go there.
-    // Four vectors per thread, prefetched where the registers allow, but for the two long-slice
-    // rules next. A cluster whose slices need more than that is not worth it, and the row goes
-    // to one CTA below.
-    // A cluster too large for its threads leaves its last CTAs without columns (which
-    // config_problem refuses): then the next smaller cluster.
-    constexpr std::int64_t per_thread = kClusterVectorsPerThread;
-    // A forward whose slices tile the row exactly holds eight full vectors per thread, on a
-    // cluster of 16 without co-moments and of 8 with them: twice the bytes in flight per thread
-    // (eighteenth session, runs 2-3, the benchmark, M = 2^26 / N, % of the copy ceiling, against
-    // four vectors per thread below):
-    // - bf16 LayerNorm N = 32768 on 8 x 64 threads 88.3 / 88.5 against 85.2 / 85.5, 65536 on
-    //   8 x 128 88.8 / 88.9 against 87.7 / 87.9, 262144 on 8 x 512 78.4 / 78.6 against
-    //   62.6 / 62.1 (16 CTAs of 512 threads, one per SM, fit 7 times on the H200's 132 SMs, 8
-    //   of them 16 times);
-    // - bf16 RMSNorm N = 131072 on 16 x 128 90.9 / 91.0 against 90.1 / 90.4, 262144 on
-    //   16 x 256 89.4 / 90.0 against 87.3 / 88.5; 65536 on 16 x 64 undecided (91.9 against 87.9
-    //   in run 2, 89.3 against 91.6 in run 3);
-    // - fp32 LayerNorm (run 3) N = 16384 on 8 x 64 90.0 against 88.2, 32768 on 8 x 128 90.2
-    //   against 87.9, 65536 on 8 x 256 92.3 against 88.6, 131072 on 8 x 512 86.3 against 81.0;
-    //   RMSNorm N = 32768 on 16 x 64 92.1 against 91.4, 65536 on 16 x 128 91.8 against 90.5,
-    //   131072 on 16 x 256 93.1 against 93.4.
-    // Not 16-bit LayerNorm's slices of 256 threads: at about 168 registers one such CTA fits
-    // per SM, 8 warps (bf16 N = 131072 on 8 x 256: 70.7 against 86.8).
-    const bool full_vectors = vec * static_cast<int>(dtype_size(io_dtype)) == 16;
-    // So do peeled rows where their whole vectors (the slices' chunk slots; the remainder
-    // elements go one per thread outside them) leave at most each CTA's last sweep partly
-    // empty, as their aligned neighbours do (twenty-seventh session, run 2, the benchmark,
-    // against 9d23656: bf16 LayerNorm N = 32769 57.4 -> 81.8%, 65537 47.1 -> 80.7%, 262143
-    // 38.1 -> 54.8%, RMSNorm 65537 80.3 -> 85.7%, 262143 54.0 -> 77.4%; fp32 LayerNorm 16385
-    // 70.0 -> 89.7%, 32769 66.4 -> 87.5%, 65537 65.6 -> 87.7%, 131071 80.1 -> 86.8%, RMSNorm
-    // 32769 89.0 -> 90.6%, 131071 89.3 -> 90.5%; 65535, whose 16383 vectors fill the sweeps
-    // but one, bf16 RMSNorm 86.8 -> 85.5%, fp32 91.6 -> 89.6%, LayerNorm 74.1 -> 78.4% and
-    // 86.6 -> 87.1%).
-    if (cluster_forward && full_vectors) {
-      constexpr std::int64_t per_thread_long = 2 * kClusterVectorsPerThread;
-      const int long_ctas = comoments ? kMaxClusterCtas / 2 : kMaxClusterCtas;
-      const std::int64_t sliced = peel_rows ? std::max<std::int64_t>(n / vec, 1) : chunks;
-      const std::int64_t sweep = std::int64_t{long_ctas} * per_thread_long;
-      const std::int64_t threads = peel_rows ? (sliced + sweep - 1) / sweep : sliced / sweep;
-      const std::int64_t held = threads * sweep;
-      const bool exact = next_power_of_two(threads) == threads &&
-                         (peel_rows ? held - sliced < threads * long_ctas : held == sliced);
-      const bool one_narrow_cta_per_sm = comoments && vec == 8 && threads == 256;
-      if (exact && threads >= kSmallForwardCta && threads <= kLongSliceThreads &&
-          !one_narrow_cta_per_sm) {
-        const KernelConfig config{static_cast<int>(threads), 1, vec,
-                                  static_cast<int>(RowStorage::prefetched), long_ctas};
-        if (fits(config)) return config;
-      }
-    }
-    // A forward whose slices on a cluster of 16 would take more than 512 threads of four
-    // vectors (fp32 N = 262144: 4096 vectors) takes 512 threads of eight, prefetched (fifteenth
-    // session, run 2, the benchmark, M = 256: RMSNorm 91.3% of the copy ceiling against 52.0% on
-    // 1024 threads of four in registers and 68.4% on 512 of eight in registers; LayerNorm 81.8%
-    // against 47.1% re-reading its row from L2 on one CTA). So do peeled rows, which otherwise
-    // went to one CTA re-reading its row from L2 (twenty-sixth session, run 2, the benchmark,
-    // fp32 N = 262143: LayerNorm 40.8%, RMSNorm 53.7%).
-    const std::int64_t widest_slice = (chunks + ctas - 1) / ctas;
-    if (!persistent && ctas == kMaxClusterCtas && widest_slice > kLongSliceThreads * per_thread &&
-        widest_slice <= kLongSliceThreads * 2 * per_thread) {
-      const KernelConfig config{kLongSliceThreads, 1, vec, static_cast<int>(RowStorage::prefetched),
-                                ctas};
-      if (fits(config)) return config;
-    }
-    for (int split = ctas; split > 1; split /= 2) {
-      const std::int64_t slice = (chunks + split - 1) / split;
-      if ((comoments && slice > 2 * kClusterSliceVectors) || slice > per_thread * 1024) break;
-      const int threads =
-          std::clamp(next_power_of_two((slice + per_thread - 1) / per_thread), 32, 1024);
-      const RowStorage first =
-          peeled_cluster_backward ? RowStorage::registers : RowStorage::prefetched;
-      for (RowStorage storage : {first, RowStorage::registers}) {
-        const KernelConfig config{threads, 1, vec, static_cast<int>(storage), split};
-        if (fits(config)) return config;
-      }
-    }
-    // A backward whose slices take more than 1024 threads of four vectors (fp32 N = 262144: x
-    // and dy rows of 1 MiB each) keeps them in registers on 512 threads of eight, without
-    // prefetching (fifteenth session, run 3, the benchmark, M = 256, against 1024 threads
-    // re-reading their slices from L2: LayerNorm 45.1% of the copy ceiling against 41.4%,
-    // recomputing 42.2% against 30.8%; RMSNorm 56.7% against 52.8%, recomputing 55.0% against
-    // 50.2%). Where those do not fit either, the cluster re-reads from L2: it has one row block
-    // (2 MiB) in flight at a time, so the grid's rows stay in L2, where one CTA per row re-read
-    // up to 132 of them from HBM (fp32 N = 262144: 8.7% for LayerNorm's backward, 19.3% for
-    // RMSNorm's, eighth session).
-    if (cluster_backward) {
-      const KernelConfig long_slices{kLongSliceThreads, 1, vec,
-                                     static_cast<int>(RowStorage::registers), ctas};
-      if (fits(long_slices)) return long_slices;
-      const KernelConfig global{1024, 1, vec, static_cast<int>(RowStorage::global), ctas};
-      if (fits(global)) return global;
-    }
-  }
-  // One CTA per row, in registers: about four vectors per thread, as few threads per row as
-  // that allows. Programs with two reduction phases (LayerNorm) keep up to eight vectors per
-  // thread on long rows: fewer warps per row make each phase's barrier cheaper (H200, N =
-  // 16384: 256 threads per row 86.9% of the copy ceiling, 512 threads 57%).
-  // A persistent kernel that does not stage its rows (below) prefetches them into registers, on
-  // sm_90 and later up to kPrefetchRegisters registers of raw chunks (NVRTC 13.0 for sm_80-sm_89
-  // spilled 72-160 bytes in such kernels at N = 4096, where sm_90 fits them in 255 registers). With
-  // that room it takes eight vectors per thread from rows of 512 vectors, 64 threads per row
-  // (H200, bf16, tilenorm-tune --show-candidates, seventh session, prefetched:
-  // recomputing LayerNorm N = 4096 at 64 threads x 2 rows 80.6% of the copy ceiling, 128
-  // threads 74.6%; N = 8192 at 128 x 2 72.1%, 256 threads 62.9%; RMSNorm N = 4096 86.3%
-  // against 83.9%, recomputing 88.6% against 84.9%).
-  const std::int64_t raw_bytes = row_input_bytes(program, io_dtype, param_dtype);
-  auto prefetch_fits = [&](std::int64_t values_per_thread) {
-    return values_per_thread <= kPrefetchValues ||
-           (persistent && !stages_rows && limits.clusters &&
-            2 * values_per_thread * raw_bytes / 4 <= kPrefetchRegisters);
-  };
-  // A program with two reduction phases (recomputing LayerNorm) does so too on rows that 32
-  // threads cover with eight vectors each, 256 vectors (fourteenth session, run 6, against 64
-  // threads: bf16 N = 2048 88.7% against 86.2%, fp32 N = 1024 91.5% against 89.3%). One-phase
-  // programs measured slower there (RMSNorm recomputing bf16 N = 2048 87.0% against 92.7%,
-  // backward fp32 N = 1024 92.2% against 97.4%), and rows between 256 and 512 vectors (64
-  // threads, five to seven vectors each) were not measured, so they keep four; nor were
-  // peeled rows, which would hold eight vectors in registers.
-  const bool long_prefetch = prefetch_fits(8 * vec) && 8 * vec > kPrefetchValues;
-  const bool two_phase_long_prefetch =
-      long_prefetch && !single_phase && !peel_rows && chunks == 8 * kTwoPhaseLongPrefetchThreads;
-  const std::int64_t vectors_per_thread =
-      (long_prefetch && chunks >= 8 * kLongPrefetchThreads) || two_phase_long_prefetch ||
-              ((!single_phase || comoments || wide_phase) && chunks > kLongRowVectors)
-          ? 8
-          : 4;
-  int first_threads = fewest_threads(chunks, vectors_per_thread, narrowest, persistent);
-  // A forward whose last sweep would be partly empty takes half the threads where each then
-  // holds at most kRaggedForwardVectors vectors (thirteenth session, tilenorm-tune
-  // --show-candidates, bf16, M = 2^26 / N, % of the copy ceiling: RMSNorm N = 7168 at 128
-  // threads 89.1% against 80.8% at 256, N = 12344 at 256 threads 87.6% against 78.5% at 512;
-  // LayerNorm N = 7168 88.5% against 73.4%, N = 2880 at 64 threads 82.9% against 74.2% at 128).
-  // Rows that fill their sweeps measured within 2 points either way.
-  if (!persistent && row_slots % first_threads != 0 && first_threads / 2 >= narrowest &&
-      (row_slots + first_threads / 2 - 1) / (first_threads / 2) <= kRaggedForwardVectors)
-    first_threads /= 2;
-  for (int threads = first_threads; threads <= 1024; threads *= 2) {
-    // A row with more vectors per thread than preferred (just past a power of two) keeps its
-    // CTA to itself (RMSNorm bf16 N = 4097 at 128 threads: 77% of the copy ceiling with one
-    // row per CTA, 53% with two).
-    const bool uneven = threads * vectors_per_thread < chunks;
-    // A forward of short rows runs CTAs of 64 threads: more CTAs per SM and a shorter tail
-    // measured faster than 256-thread CTAs (same runs: LayerNorm N = 1024 at 32 threads per
-    // row, 2 rows per CTA 90.2% against 8 rows 87.8%; N = 2048 at 64 x 1 91.0% against 64 x 4
-    // 85.0%; RMSNorm N = 512 at 32 x 2 90.8% against 32 x 8 89.5%).
-    // Rows of 128 threads and more take a CTA each (LayerNorm N = 4096 at 128 x 1: 92.4%
-    // against 87.1% at 128 x 2, seventh session).
-    // A prefetching persistent kernel with at least four vectors per thread shares each
-    // barrier among fewer rows in CTAs of 128 threads (same runs, recomputing backwards:
-    // LayerNorm N = 1024 at 32 x 4 88.0% against 32 x 8 below 80%; RMSNorm 90.5% against
-    // below 86.6%; N = 4096 at 64 x 2 against 64 x 4: 80.6 and 78.0%).
-    const std::int64_t per_thread = (chunks + threads - 1) / threads;
-    const int cta_threads = !persistent ? (threads <= kSmallForwardCta ? kSmallForwardCta : threads)
-                            : long_prefetch && per_thread >= 4 && threads <= kSmallPersistentCta / 2
-                                ? kSmallPersistentCta
-                                : kStackedCtaThreads;
-    KernelConfig config = with_rows(threads, vec, RowStorage::registers, cta_threads);
-    // Peeled rows of a program that sums across rows take a CTA each (consecutive rows start
-    // at different misalignments; see config_problem).
-    if (uneven || (peel_rows && persistent)) config.rows_per_cta = 1;
-    if (!fits(config)) continue;
-    // A backward that reads saved statistics and sums two columns (LayerNorm's dweight and
-    // dbias) stages the next row block in shared memory (cp.async), which needs no second set
-    // of registers. Measured on the H200 (bf16, tilenorm-tune --show-candidates): LayerNorm N =
-    // 2048 at 64 x 4 83.3 -> 88.5% of the copy ceiling, 4096 77.3 -> 80.5%, 8192 67.2 ->
-    // 70.2%, 16384 54.8 -> 61.0%; RMSNorm (one column sum) 85.1 -> 83.3% at 4096 and 78.4 ->
-    // 77.3% at 8192. Recomputing backwards and 5 vectors per thread spilled at the 128
-    // registers a staged kernel asks for. With fewer than 4 vectors per thread the next row
-    // block is prefetched into registers instead (thirteenth session, tilenorm-tune
-    // --show-candidates, bf16, M = 2^26 / N: N = 12288 at 512 threads, 3 vectors each, 72.5%
-    // of the copy ceiling against 67.1% staged; N = 2880 at 128 threads 79.2% against 77.6%).
-    const std::int64_t values_per_thread = per_thread * vec;
-    const bool stages = stages_rows && threads >= kStagedRowThreads &&
-                        values_per_thread > kPrefetchValues && values_per_thread <= kStagedValues;
-    const bool prefetches_instead = stages && per_thread < kStagedMinVectors;
-    if (stages && !prefetches_instead) {
-      KernelConfig staged = config;
-      staged.row_storage = static_cast<int>(RowStorage::staged);
-      if (fits(staged)) return staged;
-    }
-    // Otherwise a persistent kernel (a backward) prefetches the next row block into registers
-    // where they fit (prefetch_fits): it pays where few values per thread leave the SM few
-    // loads in flight (N = 128: 71 -> 87% of the copy for LayerNorm), and up to 64 values per
-    // thread where it has the registers (recomputing backwards: LayerNorm N = 1024 80.1 ->
-    // 88.0%, RMSNorm N = 16384 at 256 threads 75.7% against 68.8% in registers).
-    // Rows of at least kSmallPersistentCta threads then take a CTA each (thirteenth session,
-    // same method, M = 2^26 / N, 128 threads per row, one row per CTA against two: RMSNorm
-    // backward N = 8192 86.2% against 82.0%; recomputing LayerNorm N = 2880 73.1% against 70.2%,
-    // 7168 81.7% against 78.1%, 8192 +3.3%; elsewhere within 2 points either way).
-    // Peeled rows prefetch at most 4 vectors per thread (thirteenth session, same method, N =
-    // 4097 at 128 threads, 5 vectors each, in registers against prefetched: RMSNorm backward
-    // 64.8% against 58.4%, recomputing 64.1% against 60.0%; LayerNorm 51.0% against 49.4%).
-    const bool peeled_prefetch = !peel_rows || per_thread <= kPeeledPrefetchVectors;
-    if (persistent && peeled_prefetch && (prefetches_instead || prefetch_fits(values_per_thread))) {
-      KernelConfig prefetched = config;
-      prefetched.row_storage = static_cast<int>(RowStorage::prefetched);
-      if (threads >= kSmallPersistentCta) prefetched.rows_per_cta = 1;
-      if (fits(prefetched)) return prefetched;
-    }
-    return config;
-  }
-  // Too large for registers: stash the row in shared memory, else re-read it from L2/HBM.
-  // (Long rows of two-phase forwards, and any long row without clusters or too long even for
-  // a cluster of 16.)
-  const KernelConfig shared = with_rows(1024, vec, RowStorage::shared);
-  if (fits(shared)) return shared;
-  return with_rows(1024, vec, RowStorage::global);
+  bool stages_rows = false;
+};
+
+}  // namespace
+
+KernelConfig heuristic_config(const LoweredProgram& program, DType io_dtype, DType param_dtype,
+                              std::int64_t n, const DeviceLimits& limits, int max_vec,
+                              bool peel_rows) {
+  const Rows rows(program, io_dtype, param_dtype, n, limits, max_vec, peel_rows);
+  if (std::optional<KernelConfig> clustered = rows.on_clusters()) return *clustered;
+  return rows.on_one_cta();
 }
 
 }  // namespace tilenorm
