@@ -1824,13 +1824,15 @@ class Emitter {
          << ", COLS = " << kFinishThreads / shape.groups << ";\n"
          << "  const int col_in_cta = threadIdx.x % COLS;\n"
          << "  const int group = threadIdx.x / COLS;\n"
-         << "  const int c0 = (blockIdx.x * COLS + col_in_cta) * VEC;\n"
-         << "  const long long tn_columns_floats = tn_partial_rows * N;\n";
+         << "  const int c0 = (blockIdx.x * COLS + col_in_cta) * VEC;\n";
     // Every column sum in one loop, so that their loads are in flight together; then the
     // groups' sums meet in a fixed tree (a fixed order: the result is deterministic).
     std::vector<NodeId> columns, scalars;
     for (NodeId r : lp_.cross_row_reductions)
       (ir::varies_along_row(g_.node(r).shape) ? columns : scalars).push_back(r);
+    // The workspace holds each column sum's partial rows, then the scalar sums' partials.
+    if (columns.size() > 1 || !scalars.empty())
+      out_ << "  const long long tn_columns_floats = tn_partial_rows * N;\n";
     auto sums = [](NodeId r) { return "s" + std::to_string(r); };
     if (!columns.empty()) {
       for (NodeId r : columns) out_ << "  float " << sums(r) << "[VEC] = {};\n";

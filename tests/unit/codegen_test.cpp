@@ -581,6 +581,15 @@ TEST_CASE(
     // The groups' sums meet in a tree, log2(GROUPS) steps.
     CHECK(contains(source, "for (int half = GROUPS / 2; half > 0; half /= 2)") == (c.n != 262144));
   }
+  // One column sum (RMSNorm's dweight) and no scalar sums: the finishing kernel reads one
+  // stretch of the workspace and declares no stride between sums (nvcc warned of it unused).
+  const auto one_sum = tilenorm::generate_cuda(
+      lowered("rms_norm_backward"),
+      {DType::bf16, DType::bf16, 4096, config(256, 1, 8, RowStorage::global)});
+  REQUIRE(one_sum.finish.has_value());
+  const std::string finish = one_sum.source.substr(one_sum.source.find(one_sum.finish->name + "("));
+  CHECK(contains(finish, "tn::add_partials<VEC>(s"));
+  CHECK_FALSE(contains(finish, "tn_columns_floats"));
 }
 
 TEST_CASE("codegen: a CTA combines its row groups before writing partials when they fit") {
