@@ -200,14 +200,12 @@ struct Rows {
     // tilenorm-tune --show-candidates: LayerNorm N = 16384 at 256 threads 86.6% of the copy
     // ceiling, 512 threads 84.7%; N = 65536 on clusters of 8 x 256 threads 65.4%, 4 x 512
     // threads 41.8%).
-    comoments = false;
     // So do several reductions in one phase, each a float that every barrier combines
     // (nineteenth session, run 2, the benchmark, four_reductions with four in one phase, M =
     // 2^26 / N: fp32 N = 8192 on 512 threads of four vectors 68.8% of the copy ceiling, 16384 on
     // 1024 threads 67.2%, bf16 N = 32768 on 1024 threads 74.2%, where RMSNorm's one reduction
     // reaches 86-97% on the same threads; with eight vectors per thread, run 3: 97.3%, 89.4% and
     // 89.4%).
-    wide_phase = false;
     for (const auto& phase : program.reduction_phases) {
       wide_phase = wide_phase || phase.size() >= kWidePhaseReductions;
       for (ir::NodeId r : phase)
@@ -358,10 +356,11 @@ struct Rows {
         const int long_ctas = comoments ? kMaxClusterCtas / 2 : kMaxClusterCtas;
         const std::int64_t sliced = peel_rows ? std::max<std::int64_t>(n / vec, 1) : chunks;
         const std::int64_t sweep = std::int64_t{long_ctas} * per_thread_long;
-        const std::int64_t threads = peel_rows ? (sliced + sweep - 1) / sweep : sliced / sweep;
-        const std::int64_t held = threads * sweep;
-        const bool exact = next_power_of_two(threads) == threads &&
-                           (peel_rows ? held - sliced < threads * long_ctas : held == sliced);
+        const std::int64_t threads = (sliced + sweep - 1) / sweep;
+        // Vector slots the slices may leave empty: none for aligned rows.
+        const std::int64_t empty_slots = peel_rows ? threads * long_ctas : 1;
+        const bool exact =
+            next_power_of_two(threads) == threads && threads * sweep - sliced < empty_slots;
         const bool one_narrow_cta_per_sm = comoments && vec == 8 && threads == 256;
         if (exact && threads >= kSmallForwardCta && threads <= kLongSliceThreads &&
             !one_narrow_cta_per_sm) {

@@ -88,8 +88,8 @@ CompiledKernel compile_for_occupancy(const CompileRequest& request, int threads_
   const int target = registers_for_ctas(threads_per_block, wanted);
   // A kernel alone on its SM overlaps nothing with its loads: a second CTA is worth any count
   // of registers that does not spill.
-  const int slack = ctas == 1 ? first.registers : kOccupancySlack;
-  if (!room || target <= 0 || first.registers - target > slack) return first;
+  const bool too_far = ctas != 1 && first.registers - target > kOccupancySlack;
+  if (!room || target <= 0 || too_far) return first;
   CompiledKernel second = compile_with_min_ctas(request, wanted, cache);
   return second.spills() ? first : second;
 }
