@@ -39,8 +39,9 @@ constexpr int kSmallForwardCta = 64;
 // CTAs of 128 threads when its rows take at most 64.
 constexpr int kSmallPersistentCta = 128;
 // Staged rows (see heuristic_config): from kStagedRowThreads threads per row (heuristics.hpp),
-// for more values per thread than kPrefetchValues and up to this many.
-constexpr std::int64_t kStagedValues = 32;
+// for more values per thread than kPrefetchValues, up to half this many, or up to this many
+// (eight 16-bit vectors) where the threads tile the row exactly.
+constexpr std::int64_t kStagedValues = 64;
 // Vectors per thread from which staging pays (below, a staging backward prefetches), and the
 // most a peeled row prefetches (beyond, it stays in registers); see heuristic_config.
 constexpr std::int64_t kStagedMinVectors = 4;
@@ -159,7 +160,8 @@ struct Rows {
         // Sized by the row's vectors (a peeled row's whole vectors are at most as many).
         chunks((n + vec - 1) / vec),
         // A peeled row's chunk slots: its vectors, and one for its remainder elements.
-        row_slots(chunks + (peel_rows ? 1 : 0)) {
+        row_slots(chunks + (peel_rows ? 1 : 0)),
+        full_vectors(vec * static_cast<int>(dtype_size(io_dtype)) == 16) {
     // A forward's short rows give each thread at least two vectors (H200, bf16, tilenorm-tune
     // --show-candidates, 2026-11-30: N = 128 at 8 threads per row 86.7-87.0% of the copy
     // ceiling for LayerNorm, 16 threads 83.9-84.3%; RMSNorm 89.9% against 88.4%).
@@ -236,9 +238,14 @@ struct Rows {
     // Since the row exchange pushes with st.async (no fence per row; tenth session), a co-moment
     // forward takes a cluster at kForwardClusterRowVectors already: LayerNorm bf16 N = 32768
     // (M = 2048) on 4 x 256 threads, prefetched, 80.8% against 75.6% on one CTA of 512 threads.
-    const bool cluster_forward =
-        !persistent && single_phase &&
-        (comoments ? chunks >= kForwardClusterRowVectors : chunks > kForwardClusterRowVectors);
+    // So does an aligned forward with one reduction per phase (RMSNorm), on the long-slice rule
+    // below (twenty-eighth session, run 4, the benchmark, M = 2^26 / N: bf16 N = 32768 on 8 x 64
+    // threads of eight vectors 88.5% against 86.5% on one CTA of 1024 threads; fp32 N = 16384
+    // 91.2% either way). Not peeled rows: bf16 N = 32767 83.0% against 84.7% on 4 x 256 threads.
+    const bool cluster_forward = !persistent && single_phase &&
+                                 (comoments || (!wide_phase && full_vectors && !peel_rows)
+                                      ? chunks >= kForwardClusterRowVectors
+                                      : chunks > kForwardClusterRowVectors);
     // Misaligned (peeled) rows of a one-phase 16-bit forward with co-moments (LayerNorm) past
     // kLongRowVectors take a cluster of two: its persistent CTAs keep one misalignment each, so
     // they shift the column parameters into shared memory once, not per row (thirteenth session,
@@ -341,7 +348,6 @@ struct Rows {
       //   131072 on 16 x 256 93.1 against 93.4.
       // Not 16-bit LayerNorm's slices of 256 threads: at about 168 registers one such CTA fits
       // per SM, 8 warps (bf16 N = 131072 on 8 x 256: 70.7 against 86.8).
-      const bool full_vectors = vec * static_cast<int>(dtype_size(io_dtype)) == 16;
       // So do peeled rows where their whole vectors (the slices' chunk slots; the remainder
       // elements go one per thread outside them) leave at most each CTA's last sweep partly
       // empty, as their aligned neighbours do (twenty-seventh session, run 2, the benchmark,
@@ -353,8 +359,14 @@ struct Rows {
       // 86.6 -> 87.1%).
       if (cluster_forward && full_vectors) {
         constexpr std::int64_t per_thread_long = 2 * kClusterVectorsPerThread;
-        const int long_ctas = comoments ? kMaxClusterCtas / 2 : kMaxClusterCtas;
         const std::int64_t sliced = peel_rows ? std::max<std::int64_t>(n / vec, 1) : chunks;
+        // Aligned rows too short for kSmallForwardCta threads on each of 16 CTAs take 8 (peeled
+        // ones measured slower that way: bf16 RMSNorm N = 32769 83.2% against 85.3% on 16 x 128
+        // threads of two vectors, fp32 16385 88.6% against 89.2%).
+        const bool short_for_16 = !peel_rows && (sliced + kMaxClusterCtas * per_thread_long - 1) /
+                                                        (kMaxClusterCtas * per_thread_long) <
+                                                    kSmallForwardCta;
+        const int long_ctas = comoments || short_for_16 ? kMaxClusterCtas / 2 : kMaxClusterCtas;
         const std::int64_t sweep = std::int64_t{long_ctas} * per_thread_long;
         const std::int64_t threads = (sliced + sweep - 1) / sweep;
         // Vector slots the slices may leave empty: none for aligned rows.
@@ -444,9 +456,18 @@ struct Rows {
     const bool long_prefetch = prefetch_fits(8 * vec) && 8 * vec > kPrefetchValues;
     const bool two_phase_long_prefetch =
         long_prefetch && !single_phase && !peel_rows && chunks == 8 * kTwoPhaseLongPrefetchThreads;
+    // 16-bit rows of a power of two vectors past kLongRowVectors that a backward stages (below)
+    // hold eight vectors per thread, half the threads of four (twenty-eighth session, runs 2 and
+    // 4, bf16, M = 2^26 / N, % of the copy ceiling: LayerNorm N = 16384 staged on 256 threads
+    // 85.6% against 78.1% on 512). Not rows that eight vectors per thread leave ragged in the
+    // registers: N = 12288 on 256 threads staged 69.4% against 77.8% on 512 prefetched, 14336
+    // 73.2% against 78.5% staged.
+    const bool long_staged_rows = stages_rows && dtype_size(io_dtype) < 4 && full_vectors &&
+                                  chunks > kLongRowVectors && next_power_of_two(chunks) == chunks;
     const std::int64_t vectors_per_thread =
         (long_prefetch && chunks >= 8 * kLongPrefetchThreads) || two_phase_long_prefetch ||
-                ((!single_phase || comoments || wide_phase) && chunks > kLongRowVectors)
+                ((!single_phase || comoments || wide_phase) && chunks > kLongRowVectors) ||
+                long_staged_rows
             ? 8
             : 4;
     int first_threads = fewest_threads(chunks, vectors_per_thread, narrowest, persistent);
@@ -490,14 +511,21 @@ struct Rows {
       // of registers. Measured on the H200 (bf16, tilenorm-tune --show-candidates): LayerNorm N =
       // 2048 at 64 x 4 83.3 -> 88.5% of the copy ceiling, 4096 77.3 -> 80.5%, 8192 67.2 ->
       // 70.2%, 16384 54.8 -> 61.0%; RMSNorm (one column sum) 85.1 -> 83.3% at 4096 and 78.4 ->
-      // 77.3% at 8192. Recomputing backwards and 5 vectors per thread spilled at the 128
-      // registers a staged kernel asks for. With fewer than 4 vectors per thread the next row
+      // 77.3% at 8192. Recomputing backwards spilled at the 128 registers a staged kernel asks
+      // for. Past four vectors per thread it stages rows that its threads tile exactly, up to
+      // kStagedValues (twenty-eighth session, runs 2 and 4, the benchmark, bf16, M = 2^26 / N:
+      // LayerNorm N = 5120 on 128 threads of five vectors 87.7% against 83.4% in registers,
+      // 10240 on 256 threads 63.9% against 59.9%; ragged N = 4104 77.0% against 80.5%).
+      // With fewer than 4 vectors per thread the next row
       // block is prefetched into registers instead (thirteenth session, tilenorm-tune
       // --show-candidates, bf16, M = 2^26 / N: N = 12288 at 512 threads, 3 vectors each, 72.5%
       // of the copy ceiling against 67.1% staged; N = 2880 at 128 threads 79.2% against 77.6%).
       const std::int64_t values_per_thread = per_thread * vec;
+      const bool stageable_values =
+          values_per_thread <= kStagedValues / 2 ||
+          (values_per_thread <= kStagedValues && per_thread * threads == chunks);
       const bool stages = stages_rows && threads >= kStagedRowThreads &&
-                          values_per_thread > kPrefetchValues && values_per_thread <= kStagedValues;
+                          values_per_thread > kPrefetchValues && stageable_values;
       const bool prefetches_instead = stages && per_thread < kStagedMinVectors;
       if (stages && !prefetches_instead) {
         KernelConfig staged = config;
@@ -543,6 +571,7 @@ struct Rows {
   int vec;
   std::int64_t chunks;
   std::int64_t row_slots;
+  bool full_vectors;  // 16-byte row vectors
   bool persistent = false;
   bool two_column_sums = false;
   bool narrow_backward = false;

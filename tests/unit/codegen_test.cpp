@@ -1094,9 +1094,10 @@ TEST_CASE("codegen: with clusters, the heuristic splits long rows") {
   }
   CHECK(heuristic_spec(lowered("layer_norm_backward"), DType::bf16, 20000).config.ctas_per_row ==
         8);
-  // A one-phase forward splits rows and prefetches: RMSNorm past 4096 vectors over a cluster
-  // of 16, LayerNorm (whose co-moment combines four floats) from 4096 vectors over one of 8;
-  // 16-bit rows eight vectors per thread; a two-phase one keeps one CTA per row.
+  // A one-phase forward splits rows and prefetches from 4096 vectors: RMSNorm over a cluster of
+  // 16 (of 8 at 4096 vectors, where 16 CTAs would have 32 threads each), LayerNorm (whose
+  // co-moment combines four floats) over one of 8; 16-bit rows eight vectors per thread; a
+  // two-phase one keeps one CTA per row.
   for (const char* name : {"rms_norm", "layer_norm"}) {
     CAPTURE(name);
     const bool rms = std::string(name) == "rms_norm";
@@ -1105,7 +1106,16 @@ TEST_CASE("codegen: with clusters, the heuristic splits long rows") {
     CHECK(split.threads_per_row == (rms ? 64 : 128));
     CHECK(static_cast<RowStorage>(split.row_storage) == RowStorage::prefetched);
     const KernelConfig at_32768 = heuristic_spec(lowered(name), DType::bf16, 32768).config;
-    CHECK(at_32768.ctas_per_row == (rms ? 1 : 8));
+    CHECK(at_32768.ctas_per_row == 8);
+    CHECK(at_32768.threads_per_row == 64);
+    if (rms) {  // peeled rows keep their clusters: of 4 at 4096 vectors, of 16 past them
+      for (const auto& [n, ctas] : {std::pair{32767, 4}, std::pair{32769, 16}}) {
+        CAPTURE(n);
+        CHECK(tilenorm::heuristic_config(lowered(name), DType::bf16, DType::bf16, n,
+                                         tilenorm::DeviceLimits::hopper(), 0, true)
+                  .ctas_per_row == ctas);
+      }
+    }
     CHECK(heuristic_spec(lowered(name), DType::bf16, 16384).config.ctas_per_row == 1);
   }
   const auto two_phases = tilenorm::lower(tilenorm::dsl::make_program("two_phases", [](auto& p) {
@@ -1305,6 +1315,31 @@ TEST_CASE("codegen: the heuristic keeps rows in registers, then shared memory, t
   // one prefetch it into registers, 8 vectors per thread from N = 4096.
   CHECK(backward_storage("layer_norm_backward", DType::bf16, 12345) == RowStorage::staged);
   CHECK(backward_storage("layer_norm_backward", DType::bf16, 8192) == RowStorage::staged);
+  // Staged past four vectors per thread where the threads tile the row exactly (N = 5120 on
+  // 128 threads of five, 10240 on 256), not where the last vectors are ragged (N = 4104); a
+  // row of 2048 vectors (N = 16384) on 256 threads of eight, not a row of 1536 (N = 12288,
+  // 512 threads of three, prefetched). Mixed bf16 rows with fp32 parameters read vectors of
+  // four elements and keep four of them per thread.
+  const auto ln_backward_config = [&](DType io, DType param, std::int64_t n) {
+    return tilenorm::heuristic_config(lowered("layer_norm_backward"), io, param, n,
+                                      tilenorm::DeviceLimits::hopper());
+  };
+  const std::tuple<DType, std::int64_t, int, RowStorage> staging[] = {
+      {DType::bf16, 5120, 128, RowStorage::staged},
+      {DType::f16, 10240, 256, RowStorage::staged},
+      {DType::bf16, 16384, 256, RowStorage::staged},
+      {DType::bf16, 4104, 128, RowStorage::registers},
+      {DType::bf16, 12288, 512, RowStorage::prefetched},
+  };
+  for (const auto& [dtype, n, threads, row_storage] : staging) {
+    CAPTURE(tilenorm::dtype_name(dtype));
+    CAPTURE(n);
+    const KernelConfig config = ln_backward_config(dtype, dtype, n);
+    CHECK(config.ctas_per_row == 1);
+    CHECK(config.threads_per_row == threads);
+    CHECK(static_cast<RowStorage>(config.row_storage) == row_storage);
+  }
+  CHECK(ln_backward_config(DType::bf16, DType::f32, 8192).threads_per_row == 512);
   for (const char* name : {"rms_norm_backward", "layer_norm_backward_recompute"}) {
     for (std::int64_t n : {4096, 8192}) {
       CAPTURE(name);
@@ -1448,14 +1483,15 @@ TEST_CASE("codegen: the four-reduction example keeps its reductions in one phase
 
 TEST_CASE("codegen: a phase of several reductions gets eight vectors per thread on long rows") {
   // Like a co-moment: four reductions in one phase on one CTA per row past 1024 vectors take
-  // eight vectors per thread, half the threads RMSNorm's one reduction takes.
+  // eight vectors per thread, half the threads RMSNorm's one reduction takes, and stay there
+  // at 4096 vectors, where RMSNorm takes a cluster (0 threads below).
   const LoweredProgram four = tilenorm::lower(four_reductions());
   const LoweredProgram rms = lowered("rms_norm");
   const std::tuple<DType, std::int64_t, int, int> shapes[] = {
       {DType::f32, 8192, 256, 512},
-      {DType::f32, 16384, 512, 1024},
+      {DType::f32, 16384, 512, 0},
       {DType::bf16, 16384, 256, 512},
-      {DType::bf16, 32768, 512, 1024},
+      {DType::bf16, 32768, 512, 0},
   };
   for (const auto& [dtype, n, four_threads, rms_threads] : shapes) {
     CAPTURE(tilenorm::dtype_name(dtype));
@@ -1463,7 +1499,11 @@ TEST_CASE("codegen: a phase of several reductions gets eight vectors per thread 
     const KernelConfig config = heuristic_spec(four, dtype, n).config;
     CHECK(config.ctas_per_row == 1);
     CHECK(config.threads_per_row == four_threads);
-    CHECK(heuristic_spec(rms, dtype, n).config.threads_per_row == rms_threads);
+    const KernelConfig rms_config = heuristic_spec(rms, dtype, n).config;
+    if (rms_threads == 0)
+      CHECK(rms_config.ctas_per_row > 1);
+    else
+      CHECK(rms_config.threads_per_row == rms_threads);
   }
   // Up to 1024 vectors, four per thread as before.
   CHECK(heuristic_spec(four, DType::bf16, 8192).config.threads_per_row == 256);
