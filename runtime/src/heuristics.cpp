@@ -461,7 +461,7 @@ struct Rows {
     // 4, bf16, M = 2^26 / N, % of the copy ceiling: LayerNorm N = 16384 staged on 256 threads
     // 85.6% against 78.1% on 512). Not rows that eight vectors per thread leave ragged in the
     // registers: N = 12288 on 256 threads staged 69.4% against 77.8% on 512 prefetched, 14336
-    // 73.2% against 78.5% staged.
+    // 73.2% against 78.6% staged.
     const bool long_staged_rows = stages_rows && dtype_size(io_dtype) < 4 && full_vectors &&
                                   chunks > kLongRowVectors && next_power_of_two(chunks) == chunks;
     const std::int64_t vectors_per_thread =
@@ -512,14 +512,14 @@ struct Rows {
       // 2048 at 64 x 4 83.3 -> 88.5% of the copy ceiling, 4096 77.3 -> 80.5%, 8192 67.2 ->
       // 70.2%, 16384 54.8 -> 61.0%; RMSNorm (one column sum) 85.1 -> 83.3% at 4096 and 78.4 ->
       // 77.3% at 8192. Recomputing backwards spilled at the 128 registers a staged kernel asks
-      // for. Past four vectors per thread it stages rows that its threads tile exactly, up to
-      // kStagedValues (twenty-eighth session, runs 2 and 4, the benchmark, bf16, M = 2^26 / N:
-      // LayerNorm N = 5120 on 128 threads of five vectors 87.7% against 83.4% in registers,
-      // 10240 on 256 threads 63.9% against 59.9%; ragged N = 4104 77.0% against 80.5%).
-      // With fewer than 4 vectors per thread the next row
-      // block is prefetched into registers instead (thirteenth session, tilenorm-tune
-      // --show-candidates, bf16, M = 2^26 / N: N = 12288 at 512 threads, 3 vectors each, 72.5%
-      // of the copy ceiling against 67.1% staged; N = 2880 at 128 threads 79.2% against 77.6%).
+      // for. Past kStagedValues / 2 values per thread (four 16-bit vectors) it stages only rows
+      // that its threads tile exactly (twenty-eighth session, runs 2 and 4, the benchmark, bf16,
+      // M = 2^26 / N: LayerNorm N = 5120 on 128 threads of five vectors 87.7% against 83.4% in
+      // registers, 10240 on 256 threads 63.9% against 59.9%; ragged N = 4104 76.9% against
+      // 80.5%). With fewer than 4 vectors per thread the next row block is prefetched into
+      // registers instead (thirteenth session, tilenorm-tune --show-candidates, bf16, M = 2^26 /
+      // N: N = 12288 at 512 threads, 3 vectors each, 72.5% of the copy ceiling against 67.1%
+      // staged; N = 2880 at 128 threads 79.2% against 77.6%).
       const std::int64_t values_per_thread = per_thread * vec;
       const bool stageable_values =
           values_per_thread <= kStagedValues / 2 ||
