@@ -191,7 +191,8 @@ struct Rows {
     //   RMSNorm N = 32768 on 4 x 256 threads 68.5%, 62.3% with two vectors per thread in
     //   registers; N = 65536 on 8 x 256 64.8% against 58.9%), half that with two column sums
     //   and a quarter with one (below);
-    // - a one-phase forward without co-moments past kForwardClusterRowVectors, on a cluster of 16;
+    // - a one-phase forward without co-moments past kForwardClusterRowVectors (aligned rows of
+    //   full vectors from it), on a cluster of 16;
     // - a co-moment forward (LayerNorm's) from kForwardClusterRowVectors, on slices of at most
     //   kClusterSliceVectors.
     // Forwards with two reduction phases stay on one CTA per row (LayerNorm before its co-moment:
@@ -360,19 +361,18 @@ struct Rows {
       if (cluster_forward && full_vectors) {
         constexpr std::int64_t per_thread_long = 2 * kClusterVectorsPerThread;
         const std::int64_t sliced = peel_rows ? std::max<std::int64_t>(n / vec, 1) : chunks;
+        auto sweep = [](int ctas) { return std::int64_t{ctas} * per_thread_long; };
+        auto slice_threads = [&](int ctas) { return (sliced + sweep(ctas) - 1) / sweep(ctas); };
+        int long_ctas = comoments ? kMaxClusterCtas / 2 : kMaxClusterCtas;
         // Aligned rows too short for kSmallForwardCta threads on each of 16 CTAs take 8 (peeled
         // ones measured slower that way: bf16 RMSNorm N = 32769 83.2% against 85.3% on 16 x 128
         // threads of two vectors, fp32 16385 88.6% against 89.2%).
-        const bool short_for_16 = !peel_rows && (sliced + kMaxClusterCtas * per_thread_long - 1) /
-                                                        (kMaxClusterCtas * per_thread_long) <
-                                                    kSmallForwardCta;
-        const int long_ctas = comoments || short_for_16 ? kMaxClusterCtas / 2 : kMaxClusterCtas;
-        const std::int64_t sweep = std::int64_t{long_ctas} * per_thread_long;
-        const std::int64_t threads = (sliced + sweep - 1) / sweep;
+        if (!comoments && !peel_rows && slice_threads(long_ctas) < kSmallForwardCta) long_ctas /= 2;
+        const std::int64_t threads = slice_threads(long_ctas);
         // Vector slots the slices may leave empty: none for aligned rows.
         const std::int64_t empty_slots = peel_rows ? threads * long_ctas : 1;
-        const bool exact =
-            next_power_of_two(threads) == threads && threads * sweep - sliced < empty_slots;
+        const bool exact = next_power_of_two(threads) == threads &&
+                           threads * sweep(long_ctas) - sliced < empty_slots;
         const bool one_narrow_cta_per_sm = comoments && vec == 8 && threads == 256;
         if (exact && threads >= kSmallForwardCta && threads <= kLongSliceThreads &&
             !one_narrow_cta_per_sm) {
