@@ -45,6 +45,10 @@ constexpr std::int64_t kStagedValues = 64;
 // Vectors per thread from which staging pays (below, a staging backward prefetches), and the
 // most a peeled row prefetches (beyond, it stays in registers); see heuristic_config.
 constexpr std::int64_t kStagedMinVectors = 4;
+// The most 16-bit vectors per thread a recomputing backward stages: at eight, LayerNorm's bf16
+// N = 16384 on 256 threads spilled 1496 bytes (NVRTC 13.0, sm_90); at five, N = 10240 on 256
+// threads took 204 registers and no spill.
+constexpr std::int64_t kRecomputeStagedVectors = 5;
 constexpr std::int64_t kPeeledPrefetchVectors = 4;
 // The fewest threads per row of a 16-bit backward that reads saved statistics (a warp for
 // other programs), and of a backward that prefetches eight vectors per thread, with one
@@ -72,11 +76,12 @@ int next_power_of_two(std::int64_t v) {
 // past a power of two, such as 513 vectors: 128 threads with 5 each measured 77% of the copy
 // ceiling for RMSNorm bf16 N = 4097, 256 threads with 2 or 3 each 60%).
 // In a persistent kernel, a thread that already holds 8 vectors takes no more (the registers of
-// a recomputing backward run out).
-int fewest_threads(std::int64_t chunks, std::int64_t per_thread, int narrowest, bool persistent) {
+// a recomputing backward run out), nor does one of a row that `never_over` marks.
+int fewest_threads(std::int64_t chunks, std::int64_t per_thread, int narrowest, bool persistent,
+                   bool never_over) {
   const int threads = next_power_of_two((chunks + per_thread - 1) / per_thread);
   const bool slightly_over = threads > narrowest && !(persistent && per_thread >= 8) &&
-                             (threads / 2) * per_thread * 5 / 4 >= chunks;
+                             !never_over && (threads / 2) * per_thread * 5 / 4 >= chunks;
   return std::clamp(slightly_over ? threads / 2 : threads, narrowest, 1024);
 }
 
@@ -218,6 +223,16 @@ struct Rows {
     // (LayerNorm's dweight and dbias) stages its next row block in shared memory on one CTA.
     // (Peeled rows cannot be staged: cp.async copies aligned chunks.)
     stages_rows = two_column_sums && reads_statistics && !peel_rows;
+    // So does one that recomputes the statistics, on 16-bit rows of full vectors, where its
+    // threads tile the row exactly with kStagedMinVectors to kRecomputeStagedVectors vectors each
+    // (twenty-eighth session, run 2, tilenorm-tune --show-candidates, bf16, M = 2^26 / N, % of
+    // the copy ceiling: LayerNorm N = 5120 on 128 threads staged 85.5% against 79.8% prefetched;
+    // N = 16384 on 512 threads staged 83.1% against 78.0% on 256 prefetched; at N = 4096 and
+    // 8192, eight vectors per thread, staging lost 1-3 points). Twenty-ninth session, run 3, the
+    // benchmark, against prefetched: bf16 N = 5120 79.6 -> 84.9%, 16384 78.7 -> 83.1%, 10240
+    // 74.4 -> 74.6%; fp16 78.5 -> 84.2%, 74.6 -> 84.5%, 74.1 -> 75.4%.
+    stages_recomputed_rows = two_column_sums && !reads_statistics && !peel_rows &&
+                             dtype_size(io_dtype) < 4 && full_vectors;
   }
 
   bool fits(const KernelConfig& config) const {
@@ -464,13 +479,31 @@ struct Rows {
     // 73.2% against 78.6% staged.
     const bool long_staged_rows = stages_rows && dtype_size(io_dtype) < 4 && full_vectors &&
                                   chunks > kLongRowVectors && next_power_of_two(chunks) == chunks;
+    // Past kLongRowVectors, a backward that stages does not take one power of two fewer threads
+    // for rows that would then stage five vectors per thread (twenty-ninth session, run 3, the
+    // benchmark, M = 2^26 / N, % of the copy ceiling: LayerNorm bf16 N = 10240 on 512 threads
+    // of two or three vectors, prefetched, 74.2% against 63.6% on 256 threads of five, staged,
+    // which take 200 registers; fp16 74.2% against 67.2%; 16-bit rows only: fp32 ones hold half
+    // the values per vector and were not measured). Ragged rows there keep 256 threads in
+    // registers (N = 8200: 75.9% against 71.8% on 512 threads, prefetched).
+    const int four_vector_threads = next_power_of_two((chunks + 3) / 4);
+    const bool five_staged_vectors = stages_rows && dtype_size(io_dtype) < 4 && full_vectors &&
+                                     chunks > kLongRowVectors &&
+                                     chunks == 5 * (four_vector_threads / 2);
+    // A recomputing backward keeps four vectors per thread, not eight, on rows of a power of two
+    // vectors past kLongRowVectors, so that it can stage them (N = 16384 on 512 threads); on
+    // other rows 512 threads of three or four vectors, prefetched, spilled 40-56 bytes there.
+    const bool long_recomputed_rows =
+        stages_recomputed_rows && chunks > kLongRowVectors && next_power_of_two(chunks) == chunks;
+    const bool long_two_phase_rows = (!single_phase || comoments || wide_phase) &&
+                                     chunks > kLongRowVectors && !long_recomputed_rows;
     const std::int64_t vectors_per_thread =
-        (long_prefetch && chunks >= 8 * kLongPrefetchThreads) || two_phase_long_prefetch ||
-                ((!single_phase || comoments || wide_phase) && chunks > kLongRowVectors) ||
-                long_staged_rows
+        (long_prefetch && chunks >= 8 * kLongPrefetchThreads && !long_recomputed_rows) ||
+                two_phase_long_prefetch || long_two_phase_rows || long_staged_rows
             ? 8
             : 4;
-    int first_threads = fewest_threads(chunks, vectors_per_thread, narrowest, persistent);
+    int first_threads =
+        fewest_threads(chunks, vectors_per_thread, narrowest, persistent, five_staged_vectors);
     // A forward whose last sweep would be partly empty takes half the threads where each then
     // holds at most kRaggedForwardVectors vectors (thirteenth session, tilenorm-tune
     // --show-candidates, bf16, M = 2^26 / N, % of the copy ceiling: RMSNorm N = 7168 at 128
@@ -527,9 +560,16 @@ struct Rows {
       const bool stages = stages_rows && threads >= kStagedRowThreads &&
                           values_per_thread > kPrefetchValues && stageable_values;
       const bool prefetches_instead = stages && per_thread < kStagedMinVectors;
-      if (stages && !prefetches_instead) {
+      const bool stages_recomputed = stages_recomputed_rows && threads >= kStagedRowThreads &&
+                                     per_thread * threads == chunks &&
+                                     per_thread >= kStagedMinVectors &&
+                                     per_thread <= kRecomputeStagedVectors;
+      if ((stages && !prefetches_instead) || stages_recomputed) {
         KernelConfig staged = config;
         staged.row_storage = static_cast<int>(RowStorage::staged);
+        // (A recomputing backward's rows of at least kSmallPersistentCta threads take a CTA
+        // each, as when prefetched below: the tuner's winner at N = 5120.)
+        if (stages_recomputed && threads >= kSmallPersistentCta) staged.rows_per_cta = 1;
         if (fits(staged)) return staged;
       }
       // Otherwise a persistent kernel (a backward) prefetches the next row block into registers
@@ -580,6 +620,7 @@ struct Rows {
   bool comoments = false;
   bool wide_phase = false;
   bool stages_rows = false;
+  bool stages_recomputed_rows = false;
 };
 
 }  // namespace

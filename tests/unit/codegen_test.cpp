@@ -1316,17 +1316,19 @@ TEST_CASE("codegen: the heuristic keeps rows in registers, then shared memory, t
   CHECK(backward_storage("layer_norm_backward", DType::bf16, 12345) == RowStorage::staged);
   CHECK(backward_storage("layer_norm_backward", DType::bf16, 8192) == RowStorage::staged);
   // Staged past four vectors per thread where the threads tile the row exactly (N = 5120 on
-  // 128 threads of five, 10240 on 256), not where the last vectors are ragged (N = 4104); a
-  // row of 2048 vectors (N = 16384) on 256 threads of eight, not a row of 1536 (N = 12288,
-  // 512 threads of three, prefetched). Mixed bf16 rows with fp32 parameters read vectors of
-  // four elements and keep four of them per thread.
+  // 128 threads of five), not where the last vectors are ragged (N = 4104); a row of 2048
+  // vectors (N = 16384) on 256 threads of eight, not a row of 1536 (N = 12288, 512 threads of
+  // three, prefetched). A row of 1280 vectors (N = 10240) takes 512 threads too, not 256 staged
+  // with five vectors each, while a ragged one (N = 8200) keeps 256 in registers. Mixed bf16 rows
+  // with fp32 parameters read vectors of four elements and keep four of them per thread.
   const auto ln_backward_config = [&](DType io, DType param, std::int64_t n) {
     return tilenorm::heuristic_config(lowered("layer_norm_backward"), io, param, n,
                                       tilenorm::DeviceLimits::hopper());
   };
   const std::tuple<DType, std::int64_t, int, RowStorage> staging[] = {
       {DType::bf16, 5120, 128, RowStorage::staged},
-      {DType::f16, 10240, 256, RowStorage::staged},
+      {DType::f16, 10240, 512, RowStorage::prefetched},
+      {DType::bf16, 8200, 256, RowStorage::registers},
       {DType::bf16, 16384, 256, RowStorage::staged},
       {DType::bf16, 4104, 128, RowStorage::registers},
       {DType::bf16, 12288, 512, RowStorage::prefetched},
@@ -1340,6 +1342,28 @@ TEST_CASE("codegen: the heuristic keeps rows in registers, then shared memory, t
     CHECK(static_cast<RowStorage>(config.row_storage) == row_storage);
   }
   CHECK(ln_backward_config(DType::bf16, DType::f32, 8192).threads_per_row == 512);
+  // The recomputing one stages where four or five 16-bit vectors per thread tile the row (N =
+  // 5120 on 128 threads, a CTA each; 10240 on 256; 16384 on 512, not 256 of eight), and
+  // prefetches elsewhere: eight vectors per thread (N = 8192), ragged rows (N = 12288), fp32.
+  const std::tuple<DType, std::int64_t, int, RowStorage> recompute_staging[] = {
+      {DType::bf16, 5120, 128, RowStorage::staged},
+      {DType::f16, 10240, 256, RowStorage::staged},
+      {DType::bf16, 16384, 512, RowStorage::staged},
+      {DType::bf16, 8192, 128, RowStorage::prefetched},
+      {DType::bf16, 12288, 256, RowStorage::prefetched},
+      {DType::f32, 2560, 128, RowStorage::prefetched},
+  };
+  for (const auto& [dtype, n, threads, row_storage] : recompute_staging) {
+    CAPTURE(tilenorm::dtype_name(dtype));
+    CAPTURE(n);
+    const KernelConfig config =
+        tilenorm::heuristic_config(lowered("layer_norm_backward_recompute"), dtype, dtype, n,
+                                   tilenorm::DeviceLimits::hopper());
+    CHECK(config.ctas_per_row == 1);
+    CHECK(config.rows_per_cta == 1);
+    CHECK(config.threads_per_row == threads);
+    CHECK(static_cast<RowStorage>(config.row_storage) == row_storage);
+  }
   for (const char* name : {"rms_norm_backward", "layer_norm_backward_recompute"}) {
     for (std::int64_t n : {4096, 8192}) {
       CAPTURE(name);
