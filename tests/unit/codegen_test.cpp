@@ -8,6 +8,7 @@
 #include <atomic>
 #include <future>
 #include <optional>
+#include <span>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -1325,7 +1326,22 @@ TEST_CASE("codegen: the heuristic keeps rows in registers, then shared memory, t
     return tilenorm::heuristic_config(lowered("layer_norm_backward"), io, param, n,
                                       tilenorm::DeviceLimits::hopper());
   };
-  const std::tuple<DType, std::int64_t, int, RowStorage> staging[] = {
+  // One row per CTA of `threads` threads, with this row storage.
+  using OneCtaRows = std::tuple<DType, std::int64_t, int, RowStorage>;
+  const auto check_one_cta_rows = [&](const char* name, std::span<const OneCtaRows> expected) {
+    for (const auto& [dtype, n, threads, row_storage] : expected) {
+      CAPTURE(name);
+      CAPTURE(tilenorm::dtype_name(dtype));
+      CAPTURE(n);
+      const KernelConfig config = tilenorm::heuristic_config(lowered(name), dtype, dtype, n,
+                                                             tilenorm::DeviceLimits::hopper());
+      CHECK(config.ctas_per_row == 1);
+      CHECK(config.rows_per_cta == 1);
+      CHECK(config.threads_per_row == threads);
+      CHECK(static_cast<RowStorage>(config.row_storage) == row_storage);
+    }
+  };
+  const OneCtaRows staging[] = {
       {DType::bf16, 5120, 128, RowStorage::staged},
       {DType::f16, 10240, 512, RowStorage::prefetched},
       {DType::bf16, 8200, 256, RowStorage::registers},
@@ -1333,19 +1349,12 @@ TEST_CASE("codegen: the heuristic keeps rows in registers, then shared memory, t
       {DType::bf16, 4104, 128, RowStorage::registers},
       {DType::bf16, 12288, 512, RowStorage::prefetched},
   };
-  for (const auto& [dtype, n, threads, row_storage] : staging) {
-    CAPTURE(tilenorm::dtype_name(dtype));
-    CAPTURE(n);
-    const KernelConfig config = ln_backward_config(dtype, dtype, n);
-    CHECK(config.ctas_per_row == 1);
-    CHECK(config.threads_per_row == threads);
-    CHECK(static_cast<RowStorage>(config.row_storage) == row_storage);
-  }
+  check_one_cta_rows("layer_norm_backward", staging);
   CHECK(ln_backward_config(DType::bf16, DType::f32, 8192).threads_per_row == 512);
   // The recomputing one stages where four or five 16-bit vectors per thread tile the row (N =
   // 5120 on 128 threads, a CTA each; 10240 on 256; 16384 on 512, not 256 of eight), and
   // prefetches elsewhere: eight vectors per thread (N = 8192), ragged rows (N = 12288), fp32.
-  const std::tuple<DType, std::int64_t, int, RowStorage> recompute_staging[] = {
+  const OneCtaRows recompute_staging[] = {
       {DType::bf16, 5120, 128, RowStorage::staged},
       {DType::f16, 10240, 256, RowStorage::staged},
       {DType::bf16, 16384, 512, RowStorage::staged},
@@ -1353,17 +1362,7 @@ TEST_CASE("codegen: the heuristic keeps rows in registers, then shared memory, t
       {DType::bf16, 12288, 256, RowStorage::prefetched},
       {DType::f32, 2560, 128, RowStorage::prefetched},
   };
-  for (const auto& [dtype, n, threads, row_storage] : recompute_staging) {
-    CAPTURE(tilenorm::dtype_name(dtype));
-    CAPTURE(n);
-    const KernelConfig config =
-        tilenorm::heuristic_config(lowered("layer_norm_backward_recompute"), dtype, dtype, n,
-                                   tilenorm::DeviceLimits::hopper());
-    CHECK(config.ctas_per_row == 1);
-    CHECK(config.rows_per_cta == 1);
-    CHECK(config.threads_per_row == threads);
-    CHECK(static_cast<RowStorage>(config.row_storage) == row_storage);
-  }
+  check_one_cta_rows("layer_norm_backward_recompute", recompute_staging);
   for (const char* name : {"rms_norm_backward", "layer_norm_backward_recompute"}) {
     for (std::int64_t n : {4096, 8192}) {
       CAPTURE(name);
