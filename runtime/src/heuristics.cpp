@@ -166,7 +166,8 @@ struct Rows {
         chunks((n + vec - 1) / vec),
         // A peeled row's chunk slots: its vectors, and one for its remainder elements.
         row_slots(chunks + (peel_rows ? 1 : 0)),
-        full_vectors(vec * static_cast<int>(dtype_size(io_dtype)) == 16) {
+        full_vectors(vec * static_cast<int>(dtype_size(io_dtype)) == 16),
+        sixteen_bit_vectors(full_vectors && dtype_size(io_dtype) < 4) {
     // A forward's short rows give each thread at least two vectors (H200, bf16, tilenorm-tune
     // --show-candidates, 2026-11-30: N = 128 at 8 threads per row 86.7-87.0% of the copy
     // ceiling for LayerNorm, 16 threads 83.9-84.3%; RMSNorm 89.9% against 88.4%).
@@ -231,8 +232,8 @@ struct Rows {
     // 8192, eight vectors per thread, staging lost 1-3 points). Twenty-ninth session, run 3, the
     // benchmark, against prefetched: bf16 N = 5120 79.6 -> 84.9%, 16384 78.7 -> 83.1%, 10240
     // 74.4 -> 74.6%; fp16 78.5 -> 84.2%, 74.6 -> 84.5%, 74.1 -> 75.4%.
-    stages_recomputed_rows = two_column_sums && !reads_statistics && !peel_rows &&
-                             dtype_size(io_dtype) < 4 && full_vectors;
+    stages_recomputed_rows =
+        two_column_sums && !reads_statistics && !peel_rows && sixteen_bit_vectors;
   }
 
   bool fits(const KernelConfig& config) const {
@@ -477,19 +478,19 @@ struct Rows {
     // 85.6% against 78.1% on 512). Not rows that eight vectors per thread leave ragged in the
     // registers: N = 12288 on 256 threads staged 69.4% against 77.8% on 512 prefetched, 14336
     // 73.2% against 78.6% staged.
-    const bool long_staged_rows = stages_rows && dtype_size(io_dtype) < 4 && full_vectors &&
-                                  chunks > kLongRowVectors && next_power_of_two(chunks) == chunks;
+    const bool long_staged_rows = stages_rows && sixteen_bit_vectors && chunks > kLongRowVectors &&
+                                  next_power_of_two(chunks) == chunks;
     // Past kLongRowVectors, a backward that stages does not take one power of two fewer threads
-    // for rows that would then stage five vectors per thread (twenty-ninth session, run 3, the
+    // for rows of five times a power of two vectors, which would then stage five vectors per
+    // thread (twenty-ninth session, run 3, the
     // benchmark, M = 2^26 / N, % of the copy ceiling: LayerNorm bf16 N = 10240 on 512 threads
     // of two or three vectors, prefetched, 74.2% against 63.6% on 256 threads of five, staged,
     // which take 200 registers; fp16 74.2% against 67.2%; 16-bit rows only: fp32 ones hold half
     // the values per vector and were not measured). Ragged rows there keep 256 threads in
     // registers (N = 8200: 75.9% against 71.8% on 512 threads, prefetched).
-    const int four_vector_threads = next_power_of_two((chunks + 3) / 4);
-    const bool five_staged_vectors = stages_rows && dtype_size(io_dtype) < 4 && full_vectors &&
-                                     chunks > kLongRowVectors &&
-                                     chunks == 5 * (four_vector_threads / 2);
+    const bool five_staged_vectors = stages_rows && sixteen_bit_vectors &&
+                                     chunks > kLongRowVectors && chunks % 5 == 0 &&
+                                     next_power_of_two(chunks / 5) == chunks / 5;
     // A recomputing backward keeps four vectors per thread, not eight, on rows of a power of two
     // vectors past kLongRowVectors, so that it can stage them (N = 16384 on 512 threads); on
     // other rows 512 threads of three or four vectors, prefetched, spilled 40-56 bytes there.
@@ -611,7 +612,8 @@ struct Rows {
   int vec;
   std::int64_t chunks;
   std::int64_t row_slots;
-  bool full_vectors;  // 16-byte row vectors
+  bool full_vectors;         // 16-byte row vectors
+  bool sixteen_bit_vectors;  // full vectors of 16-bit rows (eight elements)
   bool persistent = false;
   bool two_column_sums = false;
   bool narrow_backward = false;
