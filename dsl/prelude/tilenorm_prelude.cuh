@@ -194,13 +194,54 @@ __device__ __forceinline__ int column_inside(int col0) {
   return col0;
 }
 
+// ---- L2 priority of rows read more than once from global memory (global row storage). The
+// reduction passes ask L2 to keep the row, so that the output pass re-reads it from L2 rather
+// than DRAM; the output pass lets it go first. Without the hints, the outputs written in
+// between push rows out of L2 before their second read.
+enum L2Priority { kL2Normal = 0, kL2Keep = 1, kL2Release = 2 };
+
+template <int Priority>
+__device__ __forceinline__ unsigned long long l2_policy() {
+  unsigned long long policy;
+  if (Priority == kL2Keep)
+    asm("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(policy));
+  else
+    asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+  return policy;
+}
+
+__device__ __forceinline__ void load_with_policy(const uint4* from, unsigned long long policy,
+                                                 uint4& to) {
+  asm("ld.global.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
+      : "=r"(to.x), "=r"(to.y), "=r"(to.z), "=r"(to.w)
+      : "l"(from), "l"(policy));
+}
+__device__ __forceinline__ void load_with_policy(const uint2* from, unsigned long long policy,
+                                                 uint2& to) {
+  asm("ld.global.L2::cache_hint.v2.u32 {%0, %1}, [%2], %3;"
+      : "=r"(to.x), "=r"(to.y)
+      : "l"(from), "l"(policy));
+}
+__device__ __forceinline__ void load_with_policy(const u32* from, unsigned long long policy,
+                                                 u32& to) {
+  asm("ld.global.L2::cache_hint.u32 %0, [%1], %2;" : "=r"(to) : "l"(from), "l"(policy));
+}
+__device__ __forceinline__ void load_with_policy(const u16* from, unsigned long long policy,
+                                                 u16& to) {
+  asm("ld.global.L2::cache_hint.u16 %0, [%1], %2;" : "=h"(to) : "l"(from), "l"(policy));
+}
+
 // Loads elements [col0, col0 + V) of a row of N into fp32. Columns past N read as 0; a
 // chunk that crosses N is read element by element so nothing past the row is touched.
-template <class T, int V, int N>
+template <class T, int V, int N, int Priority = kL2Normal>
 __device__ __forceinline__ void load_chunk(const T* row, int col0, float (&out)[V]) {
   if (whole_chunk<V, N>(col0)) {
     Chunk<T, V> c;
-    c.raw = *reinterpret_cast<const typename RawVector<sizeof(T) * V>::type*>(row + col0);
+    const auto* from = reinterpret_cast<const typename RawVector<sizeof(T) * V>::type*>(row + col0);
+    if constexpr (Priority == kL2Normal)
+      c.raw = *from;
+    else
+      load_with_policy(from, l2_policy<Priority>(), c.raw);
     unpack_elements(c, out);
   } else {
 #pragma unroll

@@ -1171,6 +1171,7 @@ class Emitter {
   // outputs and accumulates the column partials of the cross-row reductions.
   void emit_pass(int phase) {
     const bool final_pass = phase < 0;
+    output_pass_ = final_pass;
     std::vector<NodeId> roots;
     std::vector<NodeId> column_sums;
     const std::vector<NodeId> reductions =
@@ -1416,6 +1417,7 @@ class Emitter {
   // thread's own averages (exact two-pass arithmetic, and no division per chunk). The row
   // then combines the threads' states (count, averages, centered sum) pairwise.
   void emit_centering_pass(const std::vector<NodeId>& reductions) {
+    output_pass_ = false;
     std::vector<NodeId> comoments, roots;
     for (NodeId r : reductions) {
       if (!is_comoment(r)) continue;
@@ -1514,6 +1516,10 @@ class Emitter {
       // Each thread reads back only the chunks it stashed itself, so no barrier is needed.
       out_ << "      if (row_valid) tn::load_chunk<" << t << ", VEC, N>(stash" << i << ", c0, in"
            << i << ");\n      else tn::zero(in" << i << ");\n";
+    } else if (storage_ == RowStorage::global && !peel()) {
+      out_ << "      if (row_valid) tn::load_chunk<" << t << ", VEC, N, "
+           << (output_pass_ ? "tn::kL2Release" : "tn::kL2Keep") << ">(row" << i << ", c0, in" << i
+           << ");\n      else tn::zero(in" << i << ");\n";
     } else {
       out_ << "      if (row_valid) tn::load_chunk"
            << (peel() ? "_peeled<" + t + ", VEC>" : "<" + t + ", VEC, N>") << "(row" << i
@@ -1944,6 +1950,7 @@ class Emitter {
   // block's copies have started.
   std::set<int> inputs_read_;
   bool fetched_this_row_ = false;
+  bool output_pass_ = false;  // the pass being printed is the row's last read of its inputs
   // The raw chunk arrays the passes unpack (in<i><suffix>): a pipelined kernel's two row
   // blocks use their own.
   std::string raw_suffix_ = "_raw";

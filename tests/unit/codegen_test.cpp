@@ -760,6 +760,34 @@ TEST_CASE("codegen: shared storage asks for dynamic shared memory, the others do
   }
 }
 
+TEST_CASE("codegen: rows re-read from global memory ask L2 to keep them until the last read") {
+  for (const std::string kernel_name : {"rms_norm", "layer_norm_backward"}) {
+    CAPTURE(kernel_name);
+    const tilenorm::LoweredProgram program = lowered(kernel_name);
+    for (RowStorage storage : {RowStorage::registers, RowStorage::global}) {
+      CAPTURE(tilenorm::row_storage_name(storage));
+      const auto source = tilenorm::generate_cuda(
+                              program, {DType::bf16, DType::bf16, 8192, config(512, 1, 8, storage)})
+                              .source;
+      const std::size_t final_pass = source.find("// Final pass");
+      REQUIRE(final_pass != std::string::npos);
+      const std::size_t first_keep = source.find("tn::kL2Keep>");
+      const std::size_t first_release = source.find("tn::kL2Release>");
+      if (storage == RowStorage::global) {
+        // Every reduction pass keeps the rows; only the output pass releases them.
+        REQUIRE(first_keep != std::string::npos);
+        CHECK(first_keep < final_pass);
+        CHECK(source.find("tn::kL2Keep>", final_pass) == std::string::npos);
+        REQUIRE(first_release != std::string::npos);
+        CHECK(first_release > final_pass);
+      } else {
+        CHECK(first_keep == std::string::npos);
+        CHECK(first_release == std::string::npos);
+      }
+    }
+  }
+}
+
 TEST_CASE("codegen: staged rows copy the next row block into shared memory with cp.async") {
   const auto program = lowered("layer_norm_backward");
   const KernelSpec spec{DType::bf16, DType::bf16, 8192, config(256, 1, 8, RowStorage::staged)};
