@@ -231,17 +231,26 @@ __device__ __forceinline__ void load_with_policy(const u16* from, unsigned long 
   asm("ld.global.L2::cache_hint.u16 %0, [%1], %2;" : "=h"(to) : "l"(from), "l"(policy));
 }
 
+// One aligned vector of raw storage, with the L2 priority asked for.
+template <int Priority, class Raw>
+__device__ __forceinline__ Raw load_raw(const Raw* from) {
+  if constexpr (Priority == kL2Normal) {
+    return *from;
+  } else {
+    Raw raw;
+    load_with_policy(from, l2_policy<Priority>(), raw);
+    return raw;
+  }
+}
+
 // Loads elements [col0, col0 + V) of a row of N into fp32. Columns past N read as 0; a
 // chunk that crosses N is read element by element so nothing past the row is touched.
 template <class T, int V, int N, int Priority = kL2Normal>
 __device__ __forceinline__ void load_chunk(const T* row, int col0, float (&out)[V]) {
   if (whole_chunk<V, N>(col0)) {
     Chunk<T, V> c;
-    const auto* from = reinterpret_cast<const typename RawVector<sizeof(T) * V>::type*>(row + col0);
-    if constexpr (Priority == kL2Normal)
-      c.raw = *from;
-    else
-      load_with_policy(from, l2_policy<Priority>(), c.raw);
+    c.raw = load_raw<Priority>(
+        reinterpret_cast<const typename RawVector<sizeof(T) * V>::type*>(row + col0));
     unpack_elements(c, out);
   } else {
 #pragma unroll
@@ -388,9 +397,12 @@ __device__ __forceinline__ typename RawVector<sizeof(T) * V>::type fetch_chunk_p
   return *reinterpret_cast<const typename RawVector<sizeof(T) * V>::type*>(row + col0);
 }
 
-template <class T, int V>
+template <class T, int V, int Priority = kL2Normal>
 __device__ __forceinline__ void load_chunk_peeled(const T* row, int col0, float (&out)[V]) {
-  unpack_chunk<T, V>(fetch_chunk_peeled<T, V>(row, col0), out);
+  unpack_chunk<T, V>(
+      load_raw<Priority>(
+          reinterpret_cast<const typename RawVector<sizeof(T) * V>::type*>(row + col0)),
+      out);
 }
 
 // As load_chunk_peeled, and also keeps the chunk at `stash`, its slot's place in the

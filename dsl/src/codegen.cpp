@@ -1516,13 +1516,13 @@ class Emitter {
       // Each thread reads back only the chunks it stashed itself, so no barrier is needed.
       out_ << "      if (row_valid) tn::load_chunk<" << t << ", VEC, N>(stash" << i << ", c0, in"
            << i << ");\n      else tn::zero(in" << i << ");\n";
-    } else if (storage_ == RowStorage::global && !peel()) {
-      out_ << "      if (row_valid) tn::load_chunk<" << t << ", VEC, N, "
-           << (output_pass_ ? "tn::kL2Release" : "tn::kL2Keep") << ">(row" << i << ", c0, in" << i
-           << ");\n      else tn::zero(in" << i << ");\n";
     } else {
+      // Rows re-read from global memory stay in L2 until their last read (see the prelude).
+      const std::string priority = storage_ != RowStorage::global ? ""
+                                   : output_pass_                 ? ", tn::kL2Release"
+                                                                  : ", tn::kL2Keep";
       out_ << "      if (row_valid) tn::load_chunk"
-           << (peel() ? "_peeled<" + t + ", VEC>" : "<" + t + ", VEC, N>") << "(row" << i
+           << (peel() ? "_peeled<" + t + ", VEC" : "<" + t + ", VEC, N") << priority << ">(row" << i
            << ", c0, in" << i << ");\n      else tn::zero(in" << i << ");\n";
     }
   }

@@ -764,10 +764,13 @@ TEST_CASE("codegen: rows re-read from global memory ask L2 to keep them until th
   for (const std::string kernel_name : {"rms_norm", "layer_norm_backward"}) {
     CAPTURE(kernel_name);
     const tilenorm::LoweredProgram program = lowered(kernel_name);
-    for (RowStorage storage : {RowStorage::registers, RowStorage::global}) {
+    for (const auto& [storage, peel] :
+         {std::pair{RowStorage::registers, false}, std::pair{RowStorage::global, false},
+          std::pair{RowStorage::global, true}}) {
       CAPTURE(tilenorm::row_storage_name(storage));
-      const auto source = tilenorm::generate_cuda(
-                              program, {DType::bf16, DType::bf16, 8192, config(512, 1, 8, storage)})
+      CAPTURE(peel);
+      const auto source = tilenorm::generate_cuda(program, {DType::bf16, DType::bf16, 8192,
+                                                            config(512, 1, 8, storage), peel})
                               .source;
       const std::size_t final_pass = source.find("// Final pass");
       REQUIRE(final_pass != std::string::npos);
@@ -1894,10 +1897,11 @@ TEST_CASE("codegen: a peeled shared-memory stash is laid out by chunk, not by co
   CHECK(kernel.dynamic_shared_bytes == 255 * 8 * 2 * 2);
   CHECK(contains(text, "stash0 = reinterpret_cast<tn::bf16*>(tn_stash_next) + row_in_cta * 2040;"));
   CHECK(contains(text, "in0_rem_raw[rk] = row_valid ? tn::fetch_remainder<tn::bf16, N>(row0, "));
-  // Global storage re-reads the row with the same peeled loads.
+  // Global storage re-reads the row with the same peeled loads, kept in L2 until the last.
   const auto global = kernel_text(tilenorm::generate_cuda(
       program, {DType::bf16, DType::bf16, 2047, config(256, 2, 8, RowStorage::global), true}));
-  CHECK(contains(global, "tn::load_chunk_peeled<tn::bf16, VEC>(row0, c0, in0)"));
+  CHECK(contains(global, "tn::load_chunk_peeled<tn::bf16, VEC, tn::kL2Keep>(row0, c0, in0)"));
+  CHECK(contains(global, "tn::load_chunk_peeled<tn::bf16, VEC, tn::kL2Release>(row0, c0, in0)"));
 }
 
 TEST_CASE("codegen: kernels that sum across rows peel one row per CTA, at one shift per thread") {

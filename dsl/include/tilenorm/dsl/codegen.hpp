@@ -28,7 +28,7 @@ enum class RowStorage : int {
   registers = 0,   // loaded once into registers (fastest, needs the row to fit)
   shared = 1,      // stashed in shared memory on the first pass
   global = 2,      // re-read from global memory (L2) on every pass; any N. Reduction passes
-                   // load with L2 evict_last, the output pass with evict_first (aligned rows)
+                   // load with L2 evict_last, the output pass with evict_first
   prefetched = 3,  // registers, with the next row block's loads in flight while this one is
                    // worked on; the kernel is then persistent (a grid that fits the device,
                    // each CTA or cluster looping over row blocks)
