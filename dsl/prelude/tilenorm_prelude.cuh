@@ -391,18 +391,16 @@ __device__ __forceinline__ typename RawVector<sizeof(T) * V>::type gather_chunk(
 }
 
 // A body chunk of a peeled row: aligned, and inside the row.
-template <class T, int V>
+template <class T, int V, int Priority = kL2Normal>
 __device__ __forceinline__ typename RawVector<sizeof(T) * V>::type fetch_chunk_peeled(const T* row,
                                                                                       int col0) {
-  return *reinterpret_cast<const typename RawVector<sizeof(T) * V>::type*>(row + col0);
+  return load_raw<Priority>(
+      reinterpret_cast<const typename RawVector<sizeof(T) * V>::type*>(row + col0));
 }
 
 template <class T, int V, int Priority = kL2Normal>
 __device__ __forceinline__ void load_chunk_peeled(const T* row, int col0, float (&out)[V]) {
-  unpack_chunk<T, V>(
-      load_raw<Priority>(
-          reinterpret_cast<const typename RawVector<sizeof(T) * V>::type*>(row + col0)),
-      out);
+  unpack_chunk<T, V>(fetch_chunk_peeled<T, V, Priority>(row, col0), out);
 }
 
 // As load_chunk_peeled, and also keeps the chunk at `stash`, its slot's place in the

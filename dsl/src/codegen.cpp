@@ -1171,7 +1171,6 @@ class Emitter {
   // outputs and accumulates the column partials of the cross-row reductions.
   void emit_pass(int phase) {
     const bool final_pass = phase < 0;
-    output_pass_ = final_pass;
     std::vector<NodeId> roots;
     std::vector<NodeId> column_sums;
     const std::vector<NodeId> reductions =
@@ -1246,7 +1245,7 @@ class Emitter {
     // Only column loads and row stores read c0, and where the chunks tile N, not the test.
     out_ << "    [[maybe_unused]] const int c0 = " << chunk_column() << ";\n"
          << "    if (" << chunk_in_row() << ") {\n";
-    emit_chunk_loads(nodes);
+    emit_chunk_loads(nodes, final_pass);
     for (std::size_t i : outputs) out_ << "      float out" << i << "[VEC];\n";
     if (runs_ > 1) {
       for (std::size_t k = 0; k < column_sums.size(); ++k)
@@ -1384,10 +1383,11 @@ class Emitter {
   bool row_in_one_warp() const { return geo_.warps_per_row == 1 && !clustered_; }
 
   // The loads of a chunk that `nodes` need: row chunks and column-parameter chunks.
-  void emit_chunk_loads(const std::vector<NodeId>& nodes) {
+  // `last_read`: the pass is the row's last read of its inputs (the output pass).
+  void emit_chunk_loads(const std::vector<NodeId>& nodes, bool last_read) {
     for (NodeId id : nodes) {
       const Node& n = g_.node(id);
-      if (n.op == Op::load && n.shape == Shape::tile) emit_row_load(n.index);
+      if (n.op == Op::load && n.shape == Shape::tile) emit_row_load(n.index, last_read);
       if (n.op == Op::load && n.shape == Shape::column) {
         const ir::Slot& s = slot(n.index);
         // Peeled rows shift the chunks per row, so a column parameter's chunk is generally not
@@ -1417,7 +1417,6 @@ class Emitter {
   // thread's own averages (exact two-pass arithmetic, and no division per chunk). The row
   // then combines the threads' states (count, averages, centered sum) pairwise.
   void emit_centering_pass(const std::vector<NodeId>& reductions) {
-    output_pass_ = false;
     std::vector<NodeId> comoments, roots;
     for (NodeId r : reductions) {
       if (!is_comoment(r)) continue;
@@ -1469,7 +1468,7 @@ class Emitter {
          << "  for (int it = 0; it < ITERS; ++it) {\n"
          << "    [[maybe_unused]] const int c0 = " << chunk_column() << ";\n"
          << "    if (" << chunk_in_row() << ") {\n";
-    emit_chunk_loads(nodes);
+    emit_chunk_loads(nodes, false);
     out_ << "#pragma unroll\n      for (int v = 0; v < VEC; ++v) {\n";
     emit_element_values(nodes);
     emit_centered_products(comoments, column_mask());
@@ -1490,7 +1489,7 @@ class Emitter {
     }
   }
 
-  void emit_row_load(int index) {
+  void emit_row_load(int index, bool last_read) {
     const std::string i = std::to_string(index);
     const std::string t = slot_type(slot(index));
     if (rows_in_registers(storage_)) {
@@ -1519,7 +1518,7 @@ class Emitter {
     } else {
       // Rows re-read from global memory stay in L2 until their last read (see the prelude).
       const std::string priority = storage_ != RowStorage::global ? ""
-                                   : output_pass_                 ? ", tn::kL2Release"
+                                   : last_read                    ? ", tn::kL2Release"
                                                                   : ", tn::kL2Keep";
       out_ << "      if (row_valid) tn::load_chunk"
            << (peel() ? "_peeled<" + t + ", VEC" : "<" + t + ", VEC, N") << priority << ">(row" << i
@@ -1950,7 +1949,6 @@ class Emitter {
   // block's copies have started.
   std::set<int> inputs_read_;
   bool fetched_this_row_ = false;
-  bool output_pass_ = false;  // the pass being printed is the row's last read of its inputs
   // The raw chunk arrays the passes unpack (in<i><suffix>): a pipelined kernel's two row
   // blocks use their own.
   std::string raw_suffix_ = "_raw";
