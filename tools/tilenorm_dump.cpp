@@ -62,8 +62,8 @@ int dump(const std::vector<std::string>& args) {
   app.add_flag("--ir-only", o.ir_only, "print only the IR")->excludes(source_only);
   cli::add_value(app, "--arch", o.arch,
                  "also compile for this target through NVRTC (sm_80 to sm_120) and print its "
-                 "registers and spills; a known device's limits (A100, L40S, H100, H200, B200 or "
-                 "their sm_XX) drive the heuristic",
+                 "registers and spills; the limits of its known device (A100, L40S, H100, B200), "
+                 "else of the newest known one of an older architecture, drive the heuristic",
                  "sm_XX");
   auto* backward = app.add_flag("--backward", o.backward,
                                 "the derived backward (reading the saved statistics): its IR, "
@@ -80,6 +80,14 @@ int dump(const std::vector<std::string>& args) {
   const std::int64_t n = cli::parse_integer("--n", o.n, 1, kMaxN);
   if (o.kernel.empty()) throw tn::UsageError("--kernel is required (see --help)");
   const std::string kernel = cli::parse_kernel_name("--kernel", o.kernel);
+  std::optional<tn::DeviceLimits> arch_limits;
+  if (!o.arch.empty()) {
+    try {
+      arch_limits = tn::limits_for_arch(o.arch);
+    } catch (const tn::Error& e) {
+      throw tn::UsageError("--arch: " + std::string(e.what()));
+    }
+  }
   const int overrides =
       !o.threads_per_row.empty() + !o.rows_per_cta.empty() + !o.vec.empty() + !o.storage.empty();
   if (overrides != 0 && overrides != 4) {
@@ -100,15 +108,9 @@ int dump(const std::vector<std::string>& args) {
         static_cast<int>(cli::parse_row_storage("--storage", o.storage)),
         static_cast<int>(cli::parse_integer("--ctas-per-row", o.ctas_per_row, 1, 16))};
   } else {
-    tn::DeviceLimits limits = tn::DeviceLimits::hopper();
-    for (const tn::DeviceLimits& device : tn::known_devices()) {
-      if (device.arch == o.arch) {
-        limits = device;
-        break;
-      }
-    }
     spec.config =
-        tn::heuristic_config(lowered, spec.io_dtype, spec.param_dtype, n, limits, 0, o.misaligned);
+        tn::heuristic_config(lowered, spec.io_dtype, spec.param_dtype, n,
+                             arch_limits.value_or(tn::DeviceLimits::hopper()), 0, o.misaligned);
   }
   // Generated before anything is printed, so that a configuration codegen rejects prints nothing.
   const std::optional<tn::GeneratedKernel> generated =

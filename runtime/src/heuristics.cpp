@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 #include <optional>
 #include <string>
 
@@ -131,6 +132,46 @@ const DeviceLimits& known_device(std::string_view name_or_arch) {
              std::string(device.arch) + ")";
   }
   throw Error("unknown device '" + std::string(name_or_arch) + "' (known: " + known + ")");
+}
+
+namespace {
+
+// 86 for "sm_86" (and "sm_90a"); nothing for a name that does not start sm_ and a number.
+std::optional<int> arch_number(std::string_view arch) {
+  constexpr std::string_view kPrefix = "sm_";
+  if (!arch.starts_with(kPrefix)) return std::nullopt;
+  int number = 0;
+  const char* first = arch.data() + kPrefix.size();
+  const auto [end, error] = std::from_chars(first, arch.data() + arch.size(), number);
+  if (error != std::errc() || end == first) return std::nullopt;
+  return number;
+}
+
+}  // namespace
+
+const DeviceLimits& limits_for_arch(std::string_view arch) {
+  const std::optional<int> wanted = arch_number(arch);
+  if (!wanted) throw Error("not an architecture: '" + std::string(arch) + "' (expected sm_XX)");
+  const DeviceLimits* newest_older = nullptr;
+  int newest_number = 0;
+  std::string_view oldest_arch;
+  int oldest_number = 0;
+  for (const DeviceLimits& device : known_devices()) {
+    const int number = arch_number(device.arch).value_or(0);
+    if (number <= *wanted && number > newest_number) {
+      newest_older = &device;
+      newest_number = number;
+    }
+    if (oldest_arch.empty() || number < oldest_number) {
+      oldest_arch = device.arch;
+      oldest_number = number;
+    }
+  }
+  if (!newest_older) {
+    throw Error("no known device of " + std::string(arch) +
+                " or an older architecture (the oldest known: " + std::string(oldest_arch) + ")");
+  }
+  return *newest_older;
 }
 
 bool folding_pays(std::int64_t partial_bytes_per_column, std::int64_t rows,

@@ -18,6 +18,14 @@ run 2 "$tools/tilenorm-dump" --kernel rms_norm --source-only --ir-only
 expect_in "$work/err" "tilenorm-dump: error: --source-only excludes --ir-only"
 run 2 "$tools/tilenorm-dump" --kernel softmax
 expect_in "$work/err" "unknown kernel 'softmax'"
+run 2 "$tools/tilenorm-dump" --kernel rms_norm --arch sm_75
+[ ! -s "$work/out" ] || fail "--arch sm_75 printed to stdout"
+expect_in "$work/err" "tilenorm-dump: error: --arch: no known device of sm_75 or an older architecture"
+# An arch with no known device of its own gets an older one's limits: no cluster before sm_90.
+run 0 "$tools/tilenorm-dump" --kernel rms_norm --n 65536 --arch sm_86 --source-only
+grep -qE "ctas_per_row=1$" "$work/out" || fail "sm_86 got a cluster: $(grep -o 'ctas_per_row=[0-9]*' "$work/out")"
+run 0 "$tools/tilenorm-dump" --kernel rms_norm --n 65536 --arch sm_90 --source-only
+expect_in "$work/out" "ctas_per_row=16"
 run 0 "$tools/tilenorm-dump" --kernel rms_norm --dtype bf16/fp32 --ir-only
 run 0 "$tools/tilenorm-dump" --kernel=layer_norm --n=2048 --dtype=fp16 --source-only
 expect_in "$work/out" "N 2048"

@@ -421,6 +421,26 @@ TEST_CASE("device limits: a table of known GPUs drives the search space without 
   CHECK(message ==
         "unknown device 'sm_75' (known: A100 (sm_80), L40S (sm_89), H100 (sm_90), H200 (sm_90), "
         "B200 (sm_100))");
+  // An architecture with no device in the table takes the newest older one's limits, so that
+  // clusters come only from sm_90 (tilenorm-dump --arch).
+  CHECK(tilenorm::limits_for_arch("sm_86").name == "A100");
+  CHECK_FALSE(tilenorm::limits_for_arch("sm_86").clusters);
+  CHECK(tilenorm::limits_for_arch("sm_89").name == "L40S");
+  CHECK(tilenorm::limits_for_arch("sm_90").clusters);
+  CHECK(tilenorm::limits_for_arch("sm_90a").arch == "sm_90");
+  CHECK(tilenorm::limits_for_arch("sm_120").name == "B200");
+  auto arch_error = [](std::string_view arch) {
+    try {
+      tilenorm::limits_for_arch(arch);
+    } catch (const tilenorm::Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  CHECK(arch_error("sm_75") ==
+        "no known device of sm_75 or an older architecture (the oldest known: sm_80)");
+  CHECK(arch_error("gfx90a") == "not an architecture: 'gfx90a' (expected sm_XX)");
+  CHECK(arch_error("sm_") == "not an architecture: 'sm_' (expected sm_XX)");
   // Less shared memory per block: the L40S prunes what the H200 keeps.
   const auto program = lowered("rms_norm");
   const auto on_l40s = tilenorm::build_search_space(program, DType::f32, DType::f32, 32768, l40s);

@@ -31,6 +31,11 @@ std::span<const DeviceLimits> known_devices();
 // The row of known_devices() whose name (case-insensitive, "h200") or arch ("sm_89") is
 // `name_or_arch` (an arch names its first device); throws tilenorm::Error listing them.
 const DeviceLimits& known_device(std::string_view name_or_arch);
+// The limits that code for `arch` ("sm_86") is generated for without a GPU: the first known
+// device of that arch, else the newest known one of an older arch (sm_86 -> A100, sm_120 ->
+// B200), so that no arch before sm_90 gets clusters. Throws tilenorm::Error for a name that is
+// not sm_XX, or an arch older than every known device.
+const DeviceLimits& limits_for_arch(std::string_view arch);
 
 // Where fetching the next row block ahead pays, shared by the heuristic and the tuner's search
 // space: a persistent kernel always prefetches into registers up to kPrefetchValues values of a
