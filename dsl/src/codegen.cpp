@@ -1516,10 +1516,9 @@ class Emitter {
       out_ << "      if (row_valid) tn::load_chunk<" << t << ", VEC, N>(stash" << i << ", c0, in"
            << i << ");\n      else tn::zero(in" << i << ");\n";
     } else {
-      // Rows re-read from global memory stay in L2 until their last read (see the prelude).
-      const std::string priority = storage_ != RowStorage::global ? ""
-                                   : last_read                    ? ", tn::kL2Release"
-                                                                  : ", tn::kL2Keep";
+      // Global storage: rows re-read from global memory stay in L2 until their last read (see
+      // the prelude).
+      const std::string priority = last_read ? ", tn::kL2Release" : ", tn::kL2Keep";
       out_ << "      if (row_valid) tn::load_chunk"
            << (peel() ? "_peeled<" + t + ", VEC" : "<" + t + ", VEC, N") << priority << ">(row" << i
            << ", c0, in" << i << ");\n      else tn::zero(in" << i << ");\n";

@@ -152,24 +152,18 @@ std::optional<int> arch_number(std::string_view arch) {
 const DeviceLimits& limits_for_arch(std::string_view arch) {
   const std::optional<int> wanted = arch_number(arch);
   if (!wanted) throw Error("not an architecture: '" + std::string(arch) + "' (expected sm_XX)");
+  const auto number = [](const DeviceLimits& device) {
+    return arch_number(device.arch).value_or(0);
+  };
   const DeviceLimits* newest_older = nullptr;
-  int newest_number = 0;
-  std::string_view oldest_arch;
-  int oldest_number = 0;
   for (const DeviceLimits& device : known_devices()) {
-    const int number = arch_number(device.arch).value_or(0);
-    if (number <= *wanted && number > newest_number) {
+    if (number(device) <= *wanted && (!newest_older || number(device) > number(*newest_older)))
       newest_older = &device;
-      newest_number = number;
-    }
-    if (oldest_arch.empty() || number < oldest_number) {
-      oldest_arch = device.arch;
-      oldest_number = number;
-    }
   }
   if (!newest_older) {
     throw Error("no known device of " + std::string(arch) +
-                " or an older architecture (the oldest known: " + std::string(oldest_arch) + ")");
+                " or an older architecture (the oldest known: " +
+                std::string(std::ranges::min(known_devices(), {}, number).arch) + ")");
   }
   return *newest_older;
 }
