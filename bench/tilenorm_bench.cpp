@@ -508,6 +508,7 @@ struct ShapeResult {
   int buffer_sets = 0;
   std::size_t workspace_bytes = 0;  // the partial sums of a backward (not in `bytes`)
   std::optional<tn::ResolvedConfig> resolved;
+  std::optional<tn::LaunchGrid> grid;
   Timed timed;
   double tbps = 0;
   std::optional<DecodeResult> decode;
@@ -561,6 +562,7 @@ class RowBench {
       allocate();
       const std::vector<std::vector<tn::Arg>> args = make_args();
       result_.resolved = norm_.resolve(args[0]);
+      result_.grid = norm_.launch_grid(args[0]);
       const std::size_t workspace_bytes = norm_.workspace_bytes(args[0]);
       result_.workspace_bytes = workspace_bytes;
       driver::DeviceBuffer workspace_buffer(std::max<std::size_t>(workspace_bytes, 16));
@@ -841,6 +843,19 @@ void print_header(const driver::DeviceInfo& info, const Options& options,
             << "  config (source)\n";
 }
 
+// The main kernel's launch as a result line shows it: "1024 CTAs x 256 threads, 40
+// registers", and for a persistent kernel the row blocks resident at once (clusters, or CTAs).
+std::string grid_text(const tn::LaunchGrid& grid) {
+  std::ostringstream text;
+  text << grid.ctas << " CTAs x " << grid.threads_per_block << " threads, " << grid.registers
+       << " registers";
+  if (grid.resident_row_blocks > 0) {
+    text << ", persistent on " << grid.resident_row_blocks << " resident "
+         << (grid.ctas_per_row > 1 ? "clusters of " + std::to_string(grid.ctas_per_row) : "CTAs");
+  }
+  return text.str();
+}
+
 void print_row(const ShapeResult& row, const CopyCeiling& ceiling) {
   std::cout << std::left << std::setw(22) << (row.op + " " + row.pass) << std::right
             << std::setw(11) << row.shape.m << std::setw(8) << row.shape.n << std::setw(8)
@@ -860,6 +875,7 @@ void print_row(const ShapeResult& row, const CopyCeiling& ceiling) {
     std::cout << std::setprecision(2) << ", workspace "
               << static_cast<double>(row.workspace_bytes) / (1 << 20) << " MiB";
   }
+  if (row.grid) std::cout << ", grid " << grid_text(*row.grid);
   std::cout << std::endl;
   if (!row.error.empty()) {
     std::cerr << "tilenorm-bench: " << row.op << " " << row.pass << " " << shape_text(row.shape)
@@ -909,6 +925,15 @@ nlohmann::json to_json(const ShapeResult& row, const CopyCeiling& ceiling, Timin
                         {"buffer_sets", row.buffer_sets},
                         {"workspace_bytes", row.workspace_bytes},
                         {"timing", timing_name(timing)}};
+  if (row.grid) {
+    out["grid"] = {{"ctas", row.grid->ctas},
+                   {"threads_per_block", row.grid->threads_per_block},
+                   {"ctas_per_row", row.grid->ctas_per_row},
+                   {"fold", row.grid->fold},
+                   {"resident_row_blocks", row.grid->resident_row_blocks},
+                   {"registers", row.grid->registers},
+                   {"dynamic_shared_bytes", row.grid->dynamic_shared_bytes}};
+  }
   if (row.resolved) {
     out["config"] = tn::reflect::to_json(row.resolved->config);
     out["config_text"] = row.resolved->config.describe();

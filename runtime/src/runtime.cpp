@@ -156,6 +156,7 @@ struct LoadedKernel {
   // (folds_partials): 1 where it cannot.
   int max_fold = 1;
   std::int64_t row_bytes = 0;  // bytes per column of one row in all the row tensors
+  int registers = 0;           // per thread, of the main kernel
 };
 
 std::optional<DiskCache> open_disk_cache() {
@@ -577,6 +578,9 @@ struct Norm::State {
     if (loaded.generated.params.size() > kMaxKernelParams)
       fail("has more than 64 kernel parameters");
     loaded.function = runtime->load(loaded.generated, &loaded.finish);
+    driver::check(driver::api().cuFuncGetAttribute(&loaded.registers, CU_FUNC_ATTRIBUTE_NUM_REGS,
+                                                   loaded.function),
+                  "cuFuncGetAttribute for " + loaded.generated.name);
     if (loaded.generated.persistent) {
       loaded.max_grid = resident_row_blocks(loaded);
       loaded.max_fold = max_fold(loaded);
@@ -686,6 +690,19 @@ struct Norm::State {
     return workspace_for(k, grid_for(k, shape), shape.cols);
   }
 
+  LaunchGrid launch_grid(KernelArgs args, const KernelConfig* forced) const {
+    const LaunchShape shape = validate(args);
+    const LoadedKernel& k = kernel_for(shape, forced);
+    const MainGrid grid = grid_for(k, shape);
+    return {grid.ctas,
+            k.generated.threads_per_block,
+            k.generated.ctas_per_row,
+            grid.fold,
+            k.generated.persistent ? k.max_grid : 0,
+            k.registers,
+            k.generated.dynamic_shared_bytes};
+  }
+
   void launch(KernelArgs args, Stream stream, const KernelConfig* forced,
               Workspace workspace) const {
     const LaunchShape shape = validate(args);
@@ -786,6 +803,12 @@ std::size_t Norm::workspace_bytes(KernelArgs args, const KernelConfig& config) c
 }
 ResolvedConfig Norm::resolve(KernelArgs args) const {
   return state_->resolve(state_->validate(args));
+}
+LaunchGrid Norm::launch_grid(KernelArgs args) const {
+  return state_->launch_grid(args, nullptr);
+}
+LaunchGrid Norm::launch_grid(KernelArgs args, const KernelConfig& config) const {
+  return state_->launch_grid(args, &config);
 }
 TuningKey Norm::tuning_key(DType io_dtype, DType param_dtype, std::int64_t n,
                            std::int64_t rows) const {

@@ -236,6 +236,47 @@ TEST_CASE("rows misaligned alike are peeled with the widest vector; unlike, vec 
   CHECK(clobbered == 0);
 }
 
+TEST_CASE("launch_grid reports the grid of a launch: one row block per CTA, or persistent") {
+  driver::ScopedContext scope(driver::primary_context(0));
+  const tilenorm::Norm& norm = tilenorm::kernels::builtin(runtime(), "rms_norm");
+  constexpr std::int64_t rows = 4096;
+  RmsBuffers b(rows, 257);
+  auto args = [&](std::int64_t stride) {
+    const tilenorm::TensorView x{b.at(b.x), DType::bf16, rows, 256, stride};
+    const tilenorm::TensorView y{b.at(b.y), DType::bf16, rows, 256, stride};
+    return tilenorm::bind_args(norm.program(), {{"x", x},
+                                                {"eps", 1e-5f},
+                                                {"rstd", tilenorm::RowStatView{}},
+                                                {"weight", b.w_view()},
+                                                {"y", y}});
+  };
+  SUBCASE("one row block per CTA") {
+    const tilenorm::KernelConfig config{32, 4, 8, static_cast<int>(tilenorm::RowStorage::registers),
+                                        1};
+    const tilenorm::LaunchGrid grid = norm.launch_grid(args(256), config);
+    CHECK(grid.ctas == rows / 4);
+    CHECK(grid.threads_per_block == 128);
+    CHECK(grid.ctas_per_row == 1);
+    CHECK(grid.resident_row_blocks == 0);
+    CHECK(grid.registers > 0);
+  }
+  SUBCASE("persistent, on peeled rows: whole periods of row shifts, all resident") {
+    const tilenorm::KernelConfig config{32, 1, 8,
+                                        static_cast<int>(tilenorm::RowStorage::prefetched), 1};
+    const auto peeled = args(257);  // each row starts one element later modulo 8
+    const tilenorm::LaunchGrid grid = norm.launch_grid(peeled, config);
+    CAPTURE(grid.ctas);
+    CAPTURE(grid.resident_row_blocks);
+    CHECK(grid.resident_row_blocks > 0);
+    CHECK(grid.ctas <= grid.resident_row_blocks);
+    CHECK(grid.ctas % 8 == 0);
+    CHECK(grid.threads_per_block == 32);
+    CHECK(grid.registers > 0);
+    const tilenorm::LaunchGrid aligned = norm.launch_grid(args(256), config);
+    CHECK(aligned.ctas == std::min<std::int64_t>(rows, aligned.resident_row_blocks));
+  }
+}
+
 TEST_CASE("M = 0 is a no-op, even with null pointers") {
   const tilenorm::TensorView empty{nullptr, DType::bf16, 0, 4096, 4096};
   CHECK_NOTHROW(tilenorm::rms_norm(

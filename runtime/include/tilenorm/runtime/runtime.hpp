@@ -60,6 +60,20 @@ struct ResolvedConfig {
   bool peel_rows = false;
 };
 
+// How the main kernel of a launch runs on the device (Norm::launch_grid): for reports and
+// diagnostics, such as a persistent grid cut to whole periods of peeled rows' shifts.
+struct LaunchGrid {
+  std::int64_t ctas = 0;  // CTAs of the main kernel
+  int threads_per_block = 0;
+  int ctas_per_row = 1;  // CTAs of a thread-block cluster that split each row
+  int fold = 1;          // CTAs per cluster that fold their column partial sums
+  // Persistent kernels (they loop over row blocks): the row blocks (CTAs, or clusters of
+  // ctas_per_row) that fit on the device at once; 0 for a kernel of one row block per CTA.
+  int resident_row_blocks = 0;
+  int registers = 0;  // per thread
+  std::size_t dynamic_shared_bytes = 0;
+};
+
 class Runtime;
 
 // The dtype field of tuning keys: "bf16", or "bf16/fp32" when parameters differ from rows.
@@ -89,6 +103,9 @@ class Norm {
   std::size_t workspace_bytes(KernelArgs args, const KernelConfig& config) const;
   // The configuration launch() would use for these arguments, and where it came from.
   ResolvedConfig resolve(KernelArgs args) const;
+  // The grid launch() would use for these arguments. Loads the kernel, so it needs a GPU.
+  LaunchGrid launch_grid(KernelArgs args) const;
+  LaunchGrid launch_grid(KernelArgs args, const KernelConfig& config) const;
   // The tuning-database key for a launch of this program on this runtime's device.
   TuningKey tuning_key(DType io_dtype, DType param_dtype, std::int64_t n, std::int64_t rows) const;
   const LoweredProgram& lowered() const;
