@@ -399,7 +399,10 @@ struct Rows {
       //   RMSNorm N = 32768 on 16 x 64 92.1 against 91.4, 65536 on 16 x 128 91.8 against 90.5,
       //   131072 on 16 x 256 93.1 against 93.4.
       // Not 16-bit LayerNorm's slices of 256 threads: at about 168 registers one such CTA fits
-      // per SM, 8 warps (bf16 N = 131072 on 8 x 256: 70.7 against 86.8).
+      // per SM, 8 warps (bf16 N = 131072 on 8 x 256: 70.7 against 86.8). But for peeled rows,
+      // whose persistent grid holds whole periods of 8 row shifts: of the 21 clusters of 16 x 256
+      // threads that fit, 16 run (thirty-second session, call 4, tilenorm-tune --show-candidates,
+      // bf16 N = 131071, M = 512: 8 x 256 74.2% of the copy against 55.8% on 16 x 256).
       // So do peeled rows where their whole vectors (the slices' chunk slots; the remainder
       // elements go one per thread outside them) leave at most each CTA's last sweep partly
       // empty, as their aligned neighbours do (twenty-seventh session, run 2, the benchmark,
@@ -424,7 +427,7 @@ struct Rows {
         const std::int64_t empty_slots = peel_rows ? threads * long_ctas : 1;
         const bool exact = next_power_of_two(threads) == threads &&
                            threads * sweep(long_ctas) - sliced < empty_slots;
-        const bool one_narrow_cta_per_sm = comoments && vec == 8 && threads == 256;
+        const bool one_narrow_cta_per_sm = comoments && vec == 8 && threads == 256 && !peel_rows;
         if (exact && threads >= kSmallForwardCta && threads <= kLongSliceThreads &&
             !one_narrow_cta_per_sm) {
           const KernelConfig config{static_cast<int>(threads), 1, vec,

@@ -239,16 +239,17 @@ TEST_CASE("rows misaligned alike are peeled with the widest vector; unlike, vec 
 TEST_CASE("launch_grid reports the grid of a launch: one row block per CTA, or persistent") {
   driver::ScopedContext scope(driver::primary_context(0));
   const tilenorm::Norm& norm = tilenorm::kernels::builtin(runtime(), "rms_norm");
-  constexpr std::int64_t rows = 4096;
+  constexpr std::int64_t rows = 16384;  // more row blocks than fit on the device at once
   RmsBuffers b(rows, 257);
   auto args = [&](std::int64_t stride) {
     const tilenorm::TensorView x{b.at(b.x), DType::bf16, rows, 256, stride};
     const tilenorm::TensorView y{b.at(b.y), DType::bf16, rows, 256, stride};
-    return tilenorm::bind_args(norm.program(), {{"x", x},
-                                                {"eps", 1e-5f},
-                                                {"rstd", tilenorm::RowStatView{}},
-                                                {"weight", b.w_view()},
-                                                {"y", y}});
+    return tilenorm::bind_args(norm.program(),
+                               {{"x", x},
+                                {"eps", 1e-5f},
+                                {"rstd", tilenorm::RowStatView{}},
+                                {"weight", tilenorm::ColumnView{b.at(b.w), DType::bf16, 256}},
+                                {"y", y}});
   };
   SUBCASE("one row block per CTA") {
     const tilenorm::KernelConfig config{32, 4, 8, static_cast<int>(tilenorm::RowStorage::registers),
@@ -270,6 +271,7 @@ TEST_CASE("launch_grid reports the grid of a launch: one row block per CTA, or p
     CHECK(grid.resident_row_blocks > 0);
     CHECK(grid.ctas <= grid.resident_row_blocks);
     CHECK(grid.ctas % 8 == 0);
+    CHECK(grid.ctas > grid.resident_row_blocks - 8);
     CHECK(grid.threads_per_block == 32);
     CHECK(grid.registers > 0);
     const tilenorm::LaunchGrid aligned = norm.launch_grid(args(256), config);
