@@ -399,10 +399,11 @@ struct Rows {
       //   RMSNorm N = 32768 on 16 x 64 92.1 against 91.4, 65536 on 16 x 128 91.8 against 90.5,
       //   131072 on 16 x 256 93.1 against 93.4.
       // Not 16-bit LayerNorm's slices of 256 threads: at about 168 registers one such CTA fits
-      // per SM, 8 warps (bf16 N = 131072 on 8 x 256: 70.7 against 86.8). But for peeled rows,
-      // whose persistent grid holds whole periods of 8 row shifts: of the 21 clusters of 16 x 256
-      // threads that fit, 16 run (thirty-second session, call 4, tilenorm-tune --show-candidates,
-      // bf16 N = 131071, M = 512: 8 x 256 74.2% of the copy against 55.8% on 16 x 256).
+      // per SM, 8 warps (bf16 N = 131072 on 8 x 256: 70.7 against 86.8). Peeled rows may: their
+      // persistent grid holds whole periods of 8 row shifts, so of the 21 clusters of 16 x 256
+      // threads that fit, 16 ran, where 24 of the 30 of 8 x 256 run (thirty-second session, the
+      // benchmark, against 16 x 256: bf16 N = 131071 58.8 -> 76.5%, fp16 66.9 -> 75.9%; N =
+      // 131073, on 16 x 512 before, 31.5 -> 77.5% and 31.1 -> 76.9%).
       // So do peeled rows where their whole vectors (the slices' chunk slots; the remainder
       // elements go one per thread outside them) leave at most each CTA's last sweep partly
       // empty, as their aligned neighbours do (twenty-seventh session, run 2, the benchmark,
