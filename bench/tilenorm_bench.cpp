@@ -122,6 +122,7 @@ struct Options {
   std::string json_path;
   bool use_tuning_database = true;
   bool fold_partials = true;
+  tn::PeeledRowShifts peeled_row_shifts = tn::PeeledRowShifts::automatic;
 
   std::int64_t stride_for(const Shape& shape) const { return row_stride ? row_stride : shape.n; }
 };
@@ -205,12 +206,25 @@ Options parse_options(const std::vector<std::string>& args) {
   app.add_flag("--no-fold", no_fold,
                "one partial row of column sums per CTA: no folding across clusters "
                "(RuntimeOptions::fold_partials)");
+  std::string row_shifts = "auto";
+  cli::add_value(app, "--row-shifts", row_shifts,
+                 "how persistent kernels on misaligned (peeled) rows find each row's shift: auto "
+                 "(default), per-thread or per-row (RuntimeOptions::peeled_row_shifts)",
+                 "WAY");
   cli::parse(app, args);
 
   Options options;
   options.decode = decode;
   options.use_tuning_database = !no_tuning_db;
   options.fold_partials = !no_fold;
+  const auto* shifts = std::ranges::find_if(tn::kPeeledRowShifts, [&](tn::PeeledRowShifts way) {
+    return tn::peeled_row_shifts_name(way) == row_shifts;
+  });
+  if (shifts == std::end(tn::kPeeledRowShifts)) {
+    throw tn::UsageError("--row-shifts must be auto, per-thread or per-row, got '" + row_shifts +
+                         "'");
+  }
+  options.peeled_row_shifts = *shifts;
   options.json_path = json;
   try {
     options.dtype = tn::parse_dtype(dtype);
@@ -833,7 +847,9 @@ void print_header(const driver::DeviceInfo& info, const Options& options,
             << (options.row_stride ? ", row stride " + std::to_string(options.row_stride) : "")
             << ", " << timing_name(options.timing) << " timing, median of " << options.repeats
             << " samples, tuning database " << (options.use_tuning_database ? "on" : "off")
-            << ", partial sums " << (options.fold_partials ? "folded" : "not folded") << "\n"
+            << ", partial sums " << (options.fold_partials ? "folded" : "not folded")
+            << ", peeled row shifts " << tn::peeled_row_shifts_name(options.peeled_row_shifts)
+            << "\n"
             << std::fixed << std::setprecision(2) << "copy ceiling: " << ceiling.tbps
             << " TB/s (cuMemcpyDtoDAsync of 2 GiB, " << std::setprecision(1) << ceiling.median_us
             << " us median, bytes read + written)\n\n"
@@ -853,6 +869,7 @@ std::string grid_text(const tn::LaunchGrid& grid) {
     text << ", persistent on " << grid.resident_row_blocks << " resident "
          << (grid.ctas_per_row > 1 ? "clusters of " + std::to_string(grid.ctas_per_row) : "CTAs");
   }
+  if (grid.shift_per_row) text << ", each row at its own shift";
   return text.str();
 }
 
@@ -932,7 +949,8 @@ nlohmann::json to_json(const ShapeResult& row, const CopyCeiling& ceiling, Timin
                    {"fold", row.grid->fold},
                    {"resident_row_blocks", row.grid->resident_row_blocks},
                    {"registers", row.grid->registers},
-                   {"dynamic_shared_bytes", row.grid->dynamic_shared_bytes}};
+                   {"dynamic_shared_bytes", row.grid->dynamic_shared_bytes},
+                   {"shift_per_row", row.grid->shift_per_row}};
   }
   if (row.resolved) {
     out["config"] = tn::reflect::to_json(row.resolved->config);
@@ -985,6 +1003,7 @@ void write_json(const std::string& path, const driver::DeviceInfo& info, const O
       {"decode", options.decode},
       {"tuning_database", options.use_tuning_database},
       {"fold_partials", options.fold_partials},
+      {"peeled_row_shifts", tn::peeled_row_shifts_name(options.peeled_row_shifts)},
       {"copy_ceiling",
        {{"method", "cuMemcpyDtoDAsync"},
         {"bytes", ceiling.bytes},
@@ -1016,7 +1035,8 @@ int run(const Options& options) {
 
   tn::Runtime runtime({.device = 0,
                        .use_tuning_database = options.use_tuning_database,
-                       .fold_partials = options.fold_partials});
+                       .fold_partials = options.fold_partials,
+                       .peeled_row_shifts = options.peeled_row_shifts});
   std::int64_t max_elements = 0;
   for (const Shape& shape : options.shapes)
     max_elements = std::max(max_elements, shape.m * shape.n);

@@ -28,7 +28,7 @@ struct DumpOptions {
   std::string kernel, dtype = "bf16", n = "4096";
   std::string threads_per_row, rows_per_cta, vec, storage, ctas_per_row = "1", arch;
   bool source_only = false, ir_only = false, backward = false, recompute = false;
-  bool misaligned = false;
+  bool misaligned = false, shift_per_row = false;
 };
 
 int dump(const std::vector<std::string>& args) {
@@ -74,6 +74,10 @@ int dump(const std::vector<std::string>& args) {
   app.add_flag("--misaligned", o.misaligned,
                "the kernel for rows that may start misaligned (alignment peeling: a scalar head, "
                "aligned vectors, a scalar tail)");
+  app.add_flag("--shift-per-row", o.shift_per_row,
+               "with --misaligned: the persistent forward that finds each row's shift (which the "
+               "runtime takes where whole periods of the rows' shifts would idle its grid)")
+      ->needs("--misaligned");
   cli::parse(app, args);
 
   const tn::DTypeChoice dtype = cli::parse_dtype_choice("--dtype", o.dtype);
@@ -112,6 +116,7 @@ int dump(const std::vector<std::string>& args) {
         tn::heuristic_config(lowered, spec.io_dtype, spec.param_dtype, n,
                              arch_limits.value_or(tn::DeviceLimits::hopper()), 0, o.misaligned);
   }
+  spec.shift_per_row = o.shift_per_row;
   // Generated before anything is printed, so that a configuration codegen rejects prints nothing.
   const std::optional<tn::GeneratedKernel> generated =
       o.ir_only ? std::nullopt : std::optional(tn::generate_cuda(lowered, spec));

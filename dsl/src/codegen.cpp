@@ -154,6 +154,27 @@ bool persistent_kernel(const LoweredProgram& lp, const KernelSpec& spec) {
          fetches_ahead(static_cast<RowStorage>(spec.config.row_storage));
 }
 
+}  // namespace
+
+// With shift_per_row the copy of the column parameters is laid out at no shift, one chunk
+// longer per sweep, and each chunk is read as the two aligned vectors around it, shifted
+// (load_stashed_chunk_shifted).
+bool can_shift_per_row(const LoweredProgram& lp, const KernelSpec& spec) {
+  return spec.peel_rows && persistent_kernel(lp, spec) && !plan_kernels(lp).persistent &&
+         static_cast<RowStorage>(spec.config.row_storage) == RowStorage::prefetched &&
+         spec.config.rows_per_cta == 1;
+}
+
+namespace {
+
+// The columns of a CTA's copy of each column parameter: its slice, and with shift_per_row one
+// chunk more per sweep (the chunk after the sweep's last, which the last thread's shifted
+// chunk reaches into).
+std::int64_t column_stash_columns(const KernelSpec& spec) {
+  const std::int64_t extra = spec.shift_per_row ? geometry(spec).iters * spec.config.vec : 0;
+  return slice_columns(spec) + extra;
+}
+
 // One row input's shared-memory stash for a CTA, rounded to 16 bytes so the next one stays
 // aligned for vector access.
 std::size_t stash_bytes(const Geometry& g, const KernelSpec& spec, DType dtype) {
@@ -359,12 +380,17 @@ std::size_t column_stash_bytes(const LoweredProgram& lp, const KernelSpec& spec)
   // (Row groups of a CTA start at different shifts: they read their own.)
   const bool peeled_copy = spec.peel_rows && spec.config.rows_per_cta == 1;
   if (!persistent_kernel(lp, spec) || (spec.config.ctas_per_row == 1 && !peeled_copy)) return 0;
+  // The limits below hold the slice's bytes; a copy at no shift (shift_per_row) takes one chunk
+  // per sweep more.
   const std::int64_t columns = slice_columns(spec);
-  std::int64_t bytes = 0;
+  const std::int64_t extra_columns = column_stash_columns(spec) - columns;
+  std::int64_t bytes = 0, extra = 0;
   for (const ir::Slot& slot : lp.program.slots) {
-    if (slot.role == ir::Role::read && slot.shape == ir::Shape::column)
-      bytes += columns * static_cast<std::int64_t>(
-                             dtype_size(ir::storage_dtype(slot, spec.io_dtype, spec.param_dtype)));
+    if (slot.role != ir::Role::read || slot.shape != ir::Shape::column) continue;
+    const auto size = static_cast<std::int64_t>(
+        dtype_size(ir::storage_dtype(slot, spec.io_dtype, spec.param_dtype)));
+    bytes += columns * size;
+    extra += extra_columns * size;
   }
   if (spec.config.ctas_per_row > 1) {
     const std::int64_t others = static_cast<std::int64_t>(
@@ -377,10 +403,10 @@ std::size_t column_stash_bytes(const LoweredProgram& lp, const KernelSpec& spec)
     const std::int64_t most =
         long_copy ? kLongClusterColumnCopyMaxBytes : kClusterColumnCopyMaxBytes;
     return bytes <= most && others + bytes <= kClusterSharedMaxBytes
-               ? static_cast<std::size_t>(bytes)
+               ? static_cast<std::size_t>(bytes + extra)
                : 0;
   }
-  return bytes <= kPeeledColumnCopyMaxBytes ? static_cast<std::size_t>(bytes) : 0;
+  return bytes <= kPeeledColumnCopyMaxBytes ? static_cast<std::size_t>(bytes + extra) : 0;
 }
 
 std::size_t dynamic_shared_memory_bytes(const LoweredProgram& lp, const KernelSpec& spec) {
@@ -436,6 +462,7 @@ class Emitter {
     column_stash_ = column_stash_bytes(lp, spec) > 0;
     clustered_ = spec.config.ctas_per_row > 1;
     persistent_ = persistent_kernel(lp, spec);
+    shift_per_row_ = spec.shift_per_row;
     block_index_ = clustered_ ? "tn_cluster" : "blockIdx.x";
     block_count_ = clustered_ ? "tn_clusters" : "gridDim.x";
     // Row groups combine their partial sums in shared memory, one partial row per CTA, when
@@ -467,6 +494,7 @@ class Emitter {
     k.ctas_per_row = spec_.config.ctas_per_row;
     k.folds_partials = folds_;
     k.persistent = persistent_;
+    k.shift_per_row = shift_per_row_;
     k.min_ctas_per_sm = min_ctas_per_sm(k.threads_per_block);
     // Kernels that sum across rows on one CTA per row unpack 16-bit types element by element
     // (measured for bf16; fp16 follows it): with the word-wise unpacking ptxas gave them other
@@ -822,10 +850,24 @@ class Emitter {
       const std::string t = slot_type(s);
       out_ << "  " << t << "* tn_col" << i << " = reinterpret_cast<" << t << "*>(tn_dynamic_smem + "
            << offset << ");\n";
-      offset += static_cast<std::size_t>(slice_columns(spec_)) * dtype_size(slot_dtype(s));
+      offset += static_cast<std::size_t>(column_stash_columns(spec_)) * dtype_size(slot_dtype(s));
+      const std::string chunk = shift_per_row_
+                                    ? "tn_col" + std::to_string(i) + " + (it * (TPR + 1) + k) * VEC"
+                                    : column_stash_chunk(i);
       copies << "      *reinterpret_cast<typename tn::RawVector<sizeof(" << t << ") * VEC>::type*>("
-             << column_stash_chunk(i) << ") = tn::" << (peel() ? "gather_chunk<" : "fetch_chunk<")
-             << t << ", VEC, N>(p_" << s.name << ", c0);\n";
+             << chunk << ") = tn::" << (peel() ? "gather_chunk<" : "fetch_chunk<") << t
+             << ", VEC, N>(p_" << s.name << ", c0);\n";
+    }
+    if (shift_per_row_) {
+      // At no shift: thread `lane` copies its chunk slot's aligned columns, and thread 0 also
+      // the chunk after the sweep's last.
+      const std::string slot =
+          clustered_ ? "((it * CLUSTER + tn_rank) * TPR + k)" : "(it * TPR + k)";
+      out_ << "  if (row_in_cta == 0) {\n    for (int it = 0; it < ITERS; ++it) {\n"
+           << "      for (int k = lane; k <= TPR; k += TPR) {\n"
+           << "      const int c0 = " << slot << " * VEC;\n"
+           << copies.str() << "      }\n    }\n  }\n  __syncthreads();\n";
+      return;
     }
     out_ << "  if (row_in_cta == 0) {\n    for (int it = 0; it < ITERS; ++it) {\n"
          << "      const int c0 = " << chunk_column() << ";\n"
@@ -888,6 +930,9 @@ class Emitter {
     out_ << "  {\n    const long long fetch_row = (" << block_expr << ") * RPC + row_in_cta;\n"
          << "    const bool fetch_valid = fetch_row < rows;\n"
          << "    const long long fetch_safe = fetch_valid ? fetch_row : 0;\n";
+    // The fetched row's own shift, for the chunk columns and remainder below (in this block, it
+    // hides the current row's).
+    if (shift_per_row_) emit_shift_of_row("fetch_row");
     for (std::size_t i = 0; i < p_.slots.size(); ++i) {
       const ir::Slot& s = p_.slots[i];
       if (s.role != ir::Role::read || s.shape != Shape::tile) continue;
@@ -969,6 +1014,7 @@ class Emitter {
            << " = p_" << s.name << " + safe_row * stride_" << s.name << ";\n";
     }
     if (peel() && !persistent_) emit_shift();
+    if (shift_per_row_) emit_shift_of_row("row");
   }
 
   void emit_row_loop() {
@@ -1087,13 +1133,20 @@ class Emitter {
   // of every row it handles, and its column partial sums and the rows it fetches ahead keep
   // the same columns. Computed from the address alone: that row may lie past the last.
   void emit_shift_of_first_row() {
+    if (shift_per_row_) return;  // each row's own: emit_row_start, emit_fetch
+    emit_shift_of_row(block_index_ + " * RPC + row_in_cta", "the same in every row of this thread");
+  }
+
+  // Peeled rows at a shift of their own (shift_per_row): that of row `row_expr` (its address is
+  // computed, not read, so it may lie past the last row). `why` ends the generated comment.
+  void emit_shift_of_row(const std::string& row_expr, const std::string& why = "this row's") {
     for (std::size_t i = 0; i < p_.slots.size(); ++i) {
       const ir::Slot& s = p_.slots[i];
       if (s.shape != Shape::tile) continue;
       out_ << "  const int tn_shift = static_cast<int>((reinterpret_cast<unsigned long long>(p_"
            << s.name << ") / sizeof(" << slot_type(s) << ") + static_cast<unsigned long long>("
-           << block_index_ << " * RPC + row_in_cta) * static_cast<unsigned long long>(stride_"
-           << s.name << ")) % VEC);  // alignment peeling, the same in every row of this thread\n";
+           << row_expr << ") * static_cast<unsigned long long>(stride_" << s.name
+           << ")) % VEC);  // alignment peeling, " << why << "\n";
       emit_head();
       return;
     }
@@ -1393,7 +1446,10 @@ class Emitter {
         // Peeled rows shift the chunks per row, so a column parameter's chunk is generally not
         // aligned; load_column_chunk_peeled reads the aligned vectors around it.
         out_ << "      float col" << n.index << "[VEC];\n";
-        if (column_stash_) {
+        if (column_stash_ && shift_per_row_) {
+          out_ << "      tn::load_stashed_chunk_shifted<" << slot_type(s) << ", VEC>(tn_col"
+               << n.index << " + (it * (TPR + 1) + lane) * VEC, tn_head, col" << n.index << ");\n";
+        } else if (column_stash_) {
           out_ << "      tn::load_stashed_chunk<" << slot_type(s) << ", VEC>("
                << column_stash_chunk(static_cast<std::size_t>(n.index)) << ", col" << n.index
                << ");\n";
@@ -1937,6 +1993,7 @@ class Emitter {
   bool combine_ = false;
   bool folds_ = false;            // column partial sums folded across a cluster (folds_partials)
   bool persistent_ = false;       // loops over row blocks (persistent_kernel)
+  bool shift_per_row_ = false;    // peeled rows, each at its own shift (shift_per_row)
   bool shared_partials_ = false;  // column partial sums in shared memory, not registers
   int runs_ = 1;                  // their slots per shared-memory access (partial_run_width)
   bool column_stash_ = false;     // column parameters copied to shared memory once per CTA
@@ -2028,6 +2085,10 @@ std::optional<std::string> config_problem(const LoweredProgram& lp, const Kernel
            std::to_string(c.rows_per_cta) +
            ": consecutive rows start at different misalignments, and a CTA's row groups add "
            "their column partial sums slot by slot";
+  }
+  if (spec.shift_per_row && !can_shift_per_row(lp, spec)) {
+    return "shift_per_row (each peeled row at its own shift) needs peel_rows, row_storage "
+           "prefetched, rows_per_cta 1 and a program that does not sum across rows (a forward)";
   }
   const Geometry g = geometry(spec);
   if ((c.ctas_per_row - 1) * std::int64_t{c.threads_per_row} >= g.chunks) {

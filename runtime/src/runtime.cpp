@@ -40,6 +40,18 @@ std::string_view config_source_name(ConfigSource source) {
   return "?";
 }
 
+std::string_view peeled_row_shifts_name(PeeledRowShifts shifts) {
+  switch (shifts) {
+    case PeeledRowShifts::automatic:
+      return "auto";
+    case PeeledRowShifts::per_thread:
+      return "per-thread";
+    case PeeledRowShifts::per_row:
+      return "per-row";
+  }
+  return "?";
+}
+
 std::string tuning_dtype_key(DType io_dtype, DType param_dtype) {
   std::string key(dtype_name(io_dtype));
   if (param_dtype != io_dtype) key += "/" + std::string(dtype_name(param_dtype));
@@ -124,11 +136,12 @@ struct LaunchKey {
   std::int64_t m_bucket;
   int max_vec;
   int peel_vec;
+  std::int64_t shift_period;  // of the rows peeled at peel_vec: whether each row finds its shift
   std::optional<KernelConfig> forced;
   bool operator==(const LaunchKey& o) const {
     return io_dtype == o.io_dtype && param_dtype == o.param_dtype && n == o.n &&
            m_bucket == o.m_bucket && max_vec == o.max_vec && peel_vec == o.peel_vec &&
-           forced == o.forced;
+           shift_period == o.shift_period && forced == o.forced;
   }
 };
 
@@ -137,7 +150,8 @@ struct LaunchKeyHash {
     std::size_t h = std::hash<std::int64_t>()(k.n) ^ (std::hash<std::int64_t>()(k.m_bucket) << 1);
     h ^= (static_cast<std::size_t>(k.io_dtype) << 3) ^
          (static_cast<std::size_t>(k.param_dtype) << 5) ^
-         (static_cast<std::size_t>(k.max_vec) << 7) ^ (static_cast<std::size_t>(k.peel_vec) << 12);
+         (static_cast<std::size_t>(k.max_vec) << 7) ^ (static_cast<std::size_t>(k.peel_vec) << 12) ^
+         (static_cast<std::size_t>(k.shift_period) << 17);
     if (k.forced) {
       h ^= std::hash<int>()(k.forced->threads_per_row * 131 + k.forced->rows_per_cta * 17 +
                             k.forced->vec * 3 + k.forced->row_storage);
@@ -549,6 +563,7 @@ struct Norm::State {
                         m_bucket(shape.rows),
                         shape.max_vec,
                         shape.peel_vec,
+                        shape.rows > 1 ? shift_period(shape.row_stride, shape.peel_vec) : 1,
                         forced ? std::optional<KernelConfig>(*forced) : std::nullopt};
     {
       std::shared_lock lock(mutex);
@@ -574,6 +589,37 @@ struct Norm::State {
     const KernelSpec spec = shape.spec(loaded.resolved.config);
     if (auto problem = device_problem(spec))
       fail("configuration " + spec.config.describe() + " cannot run: " + *problem);
+    load(loaded, spec);
+    // Rows that whole periods of their shifts would keep off many resident row blocks (see
+    // peeled_grid) take the kernel that finds each row's shift, where it fits the device.
+    KernelSpec per_row = spec;
+    per_row.shift_per_row = true;
+    if (loaded.generated.persistent && can_shift_per_row(lowered, per_row) &&
+        !device_problem(per_row) && wants_shift_per_row(loaded, shape)) {
+      load(loaded, per_row);
+    }
+    for (const ir::Slot& slot : lowered.program.slots) {
+      if (slot.shape == ir::Shape::tile)
+        loaded.row_bytes += dtype_size(ir::storage_dtype(slot, shape.io_dtype, shape.param_dtype));
+    }
+    return kernels.emplace(key, std::move(loaded)).first->second;
+  }
+
+  bool wants_shift_per_row(const LoadedKernel& k, const LaunchShape& shape) const {
+    switch (runtime->options.peeled_row_shifts) {
+      case PeeledRowShifts::per_thread:
+        return false;
+      case PeeledRowShifts::per_row:
+        return true;
+      case PeeledRowShifts::automatic:
+        break;
+    }
+    return shift_per_row_pays(k.max_grid, shift_period(shape.row_stride, k.resolved.config.vec));
+  }
+
+  // Generates, compiles and loads the kernels of `spec` into `loaded`, and reads what their
+  // grid needs from the driver.
+  void load(LoadedKernel& loaded, const KernelSpec& spec) const {
     loaded.generated = generate_cuda(lowered, spec);
     if (loaded.generated.params.size() > kMaxKernelParams)
       fail("has more than 64 kernel parameters");
@@ -585,11 +631,6 @@ struct Norm::State {
       loaded.max_grid = resident_row_blocks(loaded);
       loaded.max_fold = max_fold(loaded);
     }
-    for (const ir::Slot& slot : lowered.program.slots) {
-      if (slot.shape == ir::Shape::tile)
-        loaded.row_bytes += dtype_size(ir::storage_dtype(slot, shape.io_dtype, shape.param_dtype));
-    }
-    return kernels.emplace(key, std::move(loaded)).first->second;
   }
 
   // How many row blocks (CTAs, or clusters of CTAs) of a persistent kernel fit on the device
@@ -662,9 +703,10 @@ struct Norm::State {
         1, (shape.rows + k.generated.rows_per_cta - 1) / k.generated.rows_per_cta);
     std::int64_t blocks = row_blocks;
     if (k.generated.persistent) blocks = std::min<std::int64_t>(blocks, k.max_grid);
-    // A peeled kernel that loops over row blocks keeps each thread's first shift (a peeled
-    // kernel that sums across rows holds one row per CTA, and does not fold).
-    if (k.generated.persistent && k.resolved.peel_rows) {
+    // A peeled kernel that loops over row blocks keeps each thread's first shift, unless it
+    // finds each row's (shift_per_row; a peeled kernel that sums across rows holds one row per
+    // CTA, and does not fold).
+    if (k.generated.persistent && k.resolved.peel_rows && !k.generated.shift_per_row) {
       blocks = peeled_grid(blocks, row_blocks, shape.row_stride * k.generated.rows_per_cta,
                            k.resolved.config.vec);
     }
@@ -700,7 +742,8 @@ struct Norm::State {
             grid.fold,
             k.generated.persistent ? k.max_grid : 0,
             k.registers,
-            k.generated.dynamic_shared_bytes};
+            k.generated.dynamic_shared_bytes,
+            k.generated.shift_per_row};
   }
 
   void launch(KernelArgs args, Stream stream, const KernelConfig* forced,

@@ -48,6 +48,35 @@ tilenorm::Runtime& shared_runtime() {
   return runtime;
 }
 
+// Runtimes whose persistent kernels on peeled rows find the rows' shifts one way only, so that
+// both ways run whichever the grid would choose.
+tilenorm::Runtime& runtime_with_row_shifts(tilenorm::PeeledRowShifts shifts) {
+  static tilenorm::Runtime per_thread(
+      tilenorm::RuntimeOptions{.device = 0,
+                               .use_tuning_database = false,
+                               .peeled_row_shifts = tilenorm::PeeledRowShifts::per_thread});
+  static tilenorm::Runtime per_row(
+      tilenorm::RuntimeOptions{.device = 0,
+                               .use_tuning_database = false,
+                               .peeled_row_shifts = tilenorm::PeeledRowShifts::per_row});
+  return shifts == tilenorm::PeeledRowShifts::per_row ? per_row : per_thread;
+}
+
+// The norms to check a configuration on: the shared runtime's, and where the kernel would
+// loop over peeled rows, one that keeps each thread's first shift and one that finds each
+// row's (KernelSpec::shift_per_row).
+std::vector<const tilenorm::Norm*> norms_for(const char* name, const tilenorm::KernelSpec& spec,
+                                             const tilenorm::LoweredProgram& lowered) {
+  tilenorm::KernelSpec per_row = spec;
+  per_row.shift_per_row = true;
+  if (!tilenorm::can_shift_per_row(lowered, per_row))
+    return {&tilenorm::kernels::builtin(shared_runtime(), name)};
+  return {&tilenorm::kernels::builtin(
+              runtime_with_row_shifts(tilenorm::PeeledRowShifts::per_thread), name),
+          &tilenorm::kernels::builtin(runtime_with_row_shifts(tilenorm::PeeledRowShifts::per_row),
+                                      name)};
+}
+
 // Compiles every kernel the matrix will need in parallel through the disk cache, so the
 // serial launches below only load CUBINs: for aligned rows, and for rows that start
 // misaligned (peeled, or with vec 1 for a persistent program, which cannot peel).
@@ -232,8 +261,8 @@ TEST_CASE("every row storage mode gives the same results") {
   const tilenorm::Norm& norm = tilenorm::kernels::builtin(shared_runtime(), "layer_norm");
   for (int storage = 0; storage < tilenorm::kRowStorageCount; ++storage) {
     // 5121: rows start misaligned, so vec 8 is a peeled kernel, which cannot stage its rows
-    // (cp.async) but can fetch them ahead: at one shift per thread, which the grid keeps, so
-    // there enough rows that each thread handles several.
+    // (cp.async) but can fetch them ahead, keeping each thread's first shift or finding each
+    // row's: so there enough rows that each thread handles several, at different shifts.
     for (std::int64_t n : {1000, 5120, 5121}) {
       CAPTURE(storage);
       CAPTURE(n);
@@ -249,15 +278,18 @@ TEST_CASE("every row storage mode gives the same results") {
         continue;
       }
       const bool ahead = tilenorm::fetches_ahead(static_cast<tilenorm::RowStorage>(storage));
-      const auto report =
-          tilenorm::check_against_interpreter(norm, {.io_dtype = DType::bf16,
-                                                     .param_dtype = DType::bf16,
-                                                     .rows = peeled && ahead ? 3001 : 300,
-                                                     .cols = n,
-                                                     .seed = 99u + storage,
-                                                     .config = config});
-      INFO(report.describe());
-      CHECK(report.ok());
+      for (const tilenorm::Norm* checked :
+           norms_for("layer_norm", {DType::bf16, DType::bf16, n, config, peeled}, norm.lowered())) {
+        const auto report =
+            tilenorm::check_against_interpreter(*checked, {.io_dtype = DType::bf16,
+                                                           .param_dtype = DType::bf16,
+                                                           .rows = peeled && ahead ? 3001 : 300,
+                                                           .cols = n,
+                                                           .seed = 99u + storage,
+                                                           .config = config});
+        INFO(report.describe());
+        CHECK(report.ok());
+      }
     }
   }
 }
@@ -271,7 +303,8 @@ TEST_CASE("clusters of every size split a row and give the interpreter's results
   // Each cluster size, one and two rows per CTA, a ragged last slice (N = 20000), and
   // LayerNorm (a co-moment exchanged as four floats) beside RMSNorm (one sum). Persistent
   // clusters (prefetched, pipelined) also at M = 600, where each cluster loops over several row
-  // blocks and a pipelined one cycles its four exchange buffers.
+  // blocks and a pipelined one cycles its four exchange buffers. N = 20001 peels its rows: a
+  // prefetched cluster keeps each thread's first shift, or finds each row's.
   using tilenorm::RowStorage;
   int checked = 0;
   std::array<int, tilenorm::kRowStorageCount> checked_by_storage{};
@@ -281,32 +314,34 @@ TEST_CASE("clusters of every size split a row and give the interpreter's results
       for (RowStorage storage :
            {RowStorage::registers, RowStorage::prefetched, RowStorage::pipelined}) {
         for (int rows_per_cta : {1, 2}) {
-          for (std::int64_t n : {20000, 65536}) {
+          for (std::int64_t n : {20000, 20001, 65536}) {
             const tilenorm::KernelConfig config{256 / rows_per_cta, rows_per_cta, 8,
                                                 static_cast<int>(storage), ctas};
-            const tilenorm::KernelSpec spec{DType::bf16, DType::bf16, n, config};
+            const tilenorm::KernelSpec spec{DType::bf16, DType::bf16, n, config, n % 8 != 0};
             if (tilenorm::config_problem(norm.lowered(), spec)) continue;
             const bool persistent = tilenorm::fetches_ahead(storage);
-            for (std::int64_t m : persistent&& n == 20000 ? std::vector<std::int64_t>{37, 600}
-                                                          : std::vector<std::int64_t>{37}) {
-              CAPTURE(name);
-              CAPTURE(ctas);
-              CAPTURE(config.describe());
-              CAPTURE(n);
-              CAPTURE(m);
-              const auto report =
-                  tilenorm::check_against_interpreter(norm, {.io_dtype = DType::bf16,
-                                                             .param_dtype = DType::bf16,
-                                                             .rows = m,
-                                                             .cols = n,
-                                                             .seed = 7u + ctas + 100 * checked,
-                                                             .config = config});
-              INFO(report.describe());
-              CHECK(report.ok());
-              CHECK(report.unwritten == 0);
-              CHECK(report.used.config == config);
-              ++checked;
-              ++checked_by_storage[static_cast<int>(storage)];
+            for (std::int64_t m : persistent&& n < 65536 ? std::vector<std::int64_t>{37, 600}
+                                                         : std::vector<std::int64_t>{37}) {
+              for (const tilenorm::Norm* checked_norm : norms_for(name, spec, norm.lowered())) {
+                CAPTURE(name);
+                CAPTURE(ctas);
+                CAPTURE(config.describe());
+                CAPTURE(n);
+                CAPTURE(m);
+                const auto report = tilenorm::check_against_interpreter(
+                    *checked_norm, {.io_dtype = DType::bf16,
+                                    .param_dtype = DType::bf16,
+                                    .rows = m,
+                                    .cols = n,
+                                    .seed = 7u + ctas + 100 * checked,
+                                    .config = config});
+                INFO(report.describe());
+                CHECK(report.ok());
+                CHECK(report.unwritten == 0);
+                CHECK(report.used.config == config);
+                ++checked;
+                ++checked_by_storage[static_cast<int>(storage)];
+              }
             }
           }
         }

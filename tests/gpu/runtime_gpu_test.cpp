@@ -15,6 +15,7 @@
 #include "tilenorm/dsl/reflect.hpp"
 #include "tilenorm/kernels/norms.hpp"
 #include "tilenorm/kernels/programs.hpp"
+#include "tilenorm/runtime/alignment.hpp"
 #include "tilenorm/runtime/check.hpp"
 #include "tilenorm/runtime/driver.hpp"
 #include "tilenorm/runtime/log.hpp"
@@ -238,44 +239,81 @@ TEST_CASE("rows misaligned alike are peeled with the widest vector; unlike, vec 
 
 TEST_CASE("launch_grid reports the grid of a launch: one row block per CTA, or persistent") {
   driver::ScopedContext scope(driver::primary_context(0));
-  const tilenorm::Norm& norm = tilenorm::kernels::builtin(runtime(), "rms_norm");
   constexpr std::int64_t rows = 16384;  // more row blocks than fit on the device at once
   RmsBuffers b(rows, 257);
-  auto args = [&](std::int64_t stride) {
-    const tilenorm::TensorView x{b.at(b.x), DType::bf16, rows, 256, stride};
-    const tilenorm::TensorView y{b.at(b.y), DType::bf16, rows, 256, stride};
+  // `m` rows of `width` columns, `stride` apart, within b's buffers.
+  auto args = [&](const tilenorm::Norm& norm, std::int64_t m, std::int64_t width,
+                  std::int64_t stride) {
+    REQUIRE(m * stride <= b.rows * b.cols);
+    const tilenorm::TensorView x{b.at(b.x), DType::bf16, m, width, stride};
+    const tilenorm::TensorView y{b.at(b.y), DType::bf16, m, width, stride};
     return tilenorm::bind_args(norm.program(),
                                {{"x", x},
                                 {"eps", 1e-5f},
                                 {"rstd", tilenorm::RowStatView{}},
-                                {"weight", tilenorm::ColumnView{b.at(b.w), DType::bf16, 256}},
+                                {"weight", tilenorm::ColumnView{b.at(b.w), DType::bf16, width}},
                                 {"y", y}});
   };
+  const tilenorm::Norm& norm = tilenorm::kernels::builtin(runtime(), "rms_norm");
   SUBCASE("one row block per CTA") {
     const tilenorm::KernelConfig config{32, 4, 8, static_cast<int>(tilenorm::RowStorage::registers),
                                         1};
-    const tilenorm::LaunchGrid grid = norm.launch_grid(args(256), config);
+    const tilenorm::LaunchGrid grid = norm.launch_grid(args(norm, rows, 256, 256), config);
     CHECK(grid.ctas == rows / 4);
     CHECK(grid.threads_per_block == 128);
     CHECK(grid.ctas_per_row == 1);
     CHECK(grid.resident_row_blocks == 0);
     CHECK(grid.registers > 0);
+    CHECK_FALSE(grid.shift_per_row);
   }
-  SUBCASE("persistent, on peeled rows: whole periods of row shifts, all resident") {
+  SUBCASE("persistent, on peeled rows: whole periods of shifts, or each row at its own") {
     const tilenorm::KernelConfig config{32, 1, 8,
                                         static_cast<int>(tilenorm::RowStorage::prefetched), 1};
-    const auto peeled = args(257);  // each row starts one element later modulo 8
-    const tilenorm::LaunchGrid grid = norm.launch_grid(peeled, config);
+    // Each row starts one element later modulo 8. Hundreds of 32-thread CTAs fit, so whole
+    // periods of 8 shifts keep nearly all of them busy, and each thread keeps its first shift.
+    const tilenorm::LaunchGrid grid = norm.launch_grid(args(norm, rows, 256, 257), config);
     CAPTURE(grid.ctas);
     CAPTURE(grid.resident_row_blocks);
     CHECK(grid.resident_row_blocks > 0);
+    CHECK_FALSE(grid.shift_per_row);
     CHECK(grid.ctas <= grid.resident_row_blocks);
     CHECK(grid.ctas % 8 == 0);
     CHECK(grid.ctas > grid.resident_row_blocks - 8);
     CHECK(grid.threads_per_block == 32);
     CHECK(grid.registers > 0);
-    const tilenorm::LaunchGrid aligned = norm.launch_grid(args(256), config);
+    const tilenorm::LaunchGrid aligned = norm.launch_grid(args(norm, rows, 256, 256), config);
+    CHECK_FALSE(aligned.shift_per_row);
     CHECK(aligned.ctas == std::min<std::int64_t>(rows, aligned.resident_row_blocks));
+    // Asked to find each row's shift, the kernel takes every resident CTA.
+    tilenorm::Runtime per_row(
+        tilenorm::RuntimeOptions{.device = 0,
+                                 .use_tuning_database = false,
+                                 .peeled_row_shifts = tilenorm::PeeledRowShifts::per_row});
+    const tilenorm::Norm& per_row_norm = tilenorm::kernels::builtin(per_row, "rms_norm");
+    const tilenorm::LaunchGrid each =
+        per_row_norm.launch_grid(args(per_row_norm, rows, 256, 257), config);
+    CAPTURE(each.resident_row_blocks);
+    CHECK(each.shift_per_row);
+    CHECK(each.ctas == std::min<std::int64_t>(rows, each.resident_row_blocks));
+  }
+  SUBCASE("persistent clusters on long peeled rows: each row at its own shift where few fit") {
+    // N = 262143 (heuristic: clusters of 16): about 14 clusters fit on an H200, of which whole
+    // periods of 8 shifts would keep 8 busy; each row finds its shift where they would idle
+    // over a quarter.
+    const tilenorm::LaunchGrid grid = norm.launch_grid(args(norm, 16, 262143, 262143));
+    CAPTURE(grid.ctas);
+    CAPTURE(grid.resident_row_blocks);
+    REQUIRE(grid.resident_row_blocks > 0);
+    const std::int64_t row_blocks = std::min<std::int64_t>(16, grid.resident_row_blocks);
+    CHECK(grid.shift_per_row == tilenorm::shift_per_row_pays(grid.resident_row_blocks, 8));
+    if (grid.shift_per_row) {
+      CHECK(grid.ctas == row_blocks * grid.ctas_per_row);
+    } else {
+      CHECK(grid.ctas == tilenorm::peeled_grid(row_blocks, 16, 262143, 8) * grid.ctas_per_row);
+    }
+    MESSAGE("N = 262143: " << grid.resident_row_blocks << " resident clusters of "
+                           << grid.ctas_per_row << ", each row at its own shift: "
+                           << (grid.shift_per_row ? "yes" : "no"));
   }
 }
 

@@ -82,3 +82,33 @@ TEST_CASE("peeled_grid: every sweep advances by whole periods of the rows' shift
     }
   }
 }
+
+TEST_CASE("shift_period: vec / gcd(vec, row stride)") {
+  CHECK(tilenorm::shift_period(12345, 8) == 8);
+  CHECK(tilenorm::shift_period(12346, 8) == 4);
+  CHECK(tilenorm::shift_period(12348, 8) == 2);
+  CHECK(tilenorm::shift_period(12352, 8) == 1);
+  CHECK(tilenorm::shift_period(4097, 4) == 4);
+  CHECK(tilenorm::shift_period(4098, 1) == 1);
+}
+
+TEST_CASE(
+    "shift_per_row_pays where whole periods of shifts would idle over a quarter of the grid") {
+  using tilenorm::shift_per_row_pays;
+  // The H200's long rows: 15 or 14 resident clusters keep 8 busy; 30, 28 or 62 keep 24 or 56.
+  CHECK(shift_per_row_pays(15, 8));
+  CHECK(shift_per_row_pays(14, 8));
+  CHECK_FALSE(shift_per_row_pays(30, 8));
+  CHECK_FALSE(shift_per_row_pays(28, 8));
+  CHECK_FALSE(shift_per_row_pays(62, 8));
+  // The boundary: 16 of 21 is over three quarters, 16 of 22 under.
+  CHECK_FALSE(shift_per_row_pays(21, 8));
+  CHECK(shift_per_row_pays(22, 8));
+  // Fewer resident than one period (the grid would then wait for a second wave), and none idle.
+  CHECK(shift_per_row_pays(5, 8));
+  CHECK_FALSE(shift_per_row_pays(8, 8));
+  CHECK_FALSE(shift_per_row_pays(7, 1));
+  // A shorter period (stride 2 mod 8) idles less.
+  CHECK_FALSE(shift_per_row_pays(15, 4));
+  CHECK(shift_per_row_pays(7, 4));
+}

@@ -491,9 +491,23 @@ TEST_CASE("codegen: a cluster of 512-thread CTAs copies up to 128 KiB of column 
                                      {DType::f32, DType::f32, 65536, narrower}) == 0);
   CHECK(tilenorm::column_stash_bytes(lowered("layer_norm"),
                                      {DType::f32, DType::f32, 32768, narrower}) == 4096 * 4 * 2);
-  // Unless they peel their rows: N = 65537 on 8 x 256 threads copies its 64 KiB.
-  CHECK(tilenorm::column_stash_bytes(lowered("layer_norm"), {DType::f32, DType::f32, 65537,
-                                                             narrower, true}) == 8192 * 4 * 2);
+  // Unless they peel their rows: N = 65537 on 8 x 256 threads copies its 64 KiB at its CTA's
+  // shift, or finding each row's shift, at no shift with the chunk after each of its 8 sweeps'
+  // last.
+  KernelSpec peeled_forward{DType::f32, DType::f32, 65537, narrower, true};
+  CHECK(tilenorm::column_stash_bytes(lowered("layer_norm"), peeled_forward) == 8192 * 4 * 2);
+  CHECK_FALSE(tilenorm::generate_cuda(lowered("layer_norm"), peeled_forward).shift_per_row);
+  CHECK(tilenorm::can_shift_per_row(lowered("layer_norm"), peeled_forward));
+  peeled_forward.shift_per_row = true;
+  CHECK(tilenorm::column_stash_bytes(lowered("layer_norm"), peeled_forward) ==
+        (8192 + 8 * 4) * 4 * 2);
+  const std::string shifted = tilenorm::generate_cuda(lowered("layer_norm"), peeled_forward).source;
+  CHECK(contains(shifted, "for (int k = lane; k <= TPR; k += TPR) {"));
+  CHECK(contains(shifted, "tn::load_stashed_chunk_shifted<float, VEC>(tn_col"));
+  CHECK(contains(shifted,
+                 "* static_cast<unsigned long long>(stride_x)) % VEC);  // alignment "
+                 "peeling, this row's"));
+  CHECK(tilenorm::generate_cuda(lowered("layer_norm"), peeled_forward).shift_per_row);
   // A backward copies more only where it peels its rows: the weight's slice (64 KiB at N = 262143
   // on 16 x 512 threads) then joins its dweight and dbias partial sums (128 KiB).
   KernelConfig backward = config(512, 1, 4, RowStorage::registers);
@@ -917,6 +931,21 @@ TEST_CASE("codegen: config_problem names what is wrong with a configuration") {
                                                        /*peel_rows=*/true}) ==
         "peel_rows (rows that start misaligned) cannot stage rows: cp.async copies aligned "
         "chunks, and a peeled row's head and tail are not");
+  // Each row at its own shift: only a peeled, prefetched forward of one row per CTA.
+  const std::string per_row_problem =
+      "shift_per_row (each peeled row at its own shift) needs peel_rows, row_storage prefetched, "
+      "rows_per_cta 1 and a program that does not sum across rows (a forward)";
+  auto per_row = [](const char* kernel, KernelConfig c, bool peel) {
+    KernelSpec spec{DType::bf16, DType::bf16, 4097, c, peel};
+    spec.shift_per_row = true;
+    return tilenorm::config_problem(lowered(kernel), spec).value_or("");
+  };
+  CHECK(per_row("rms_norm", config(128, 1, 8, RowStorage::prefetched), true).empty());
+  CHECK(per_row("rms_norm", config(128, 1, 8, RowStorage::prefetched), false) == per_row_problem);
+  CHECK(per_row("rms_norm", config(128, 1, 8, RowStorage::registers), true) == per_row_problem);
+  CHECK(per_row("rms_norm", config(64, 2, 8, RowStorage::prefetched), true) == per_row_problem);
+  CHECK(per_row("rms_norm_backward", config(128, 1, 8, RowStorage::prefetched), true) ==
+        per_row_problem);
   // Prefetching makes any kernel persistent, forward or backward.
   CHECK(problem("rms_norm", DType::bf16, 1024, config(128, 1, 8, RowStorage::prefetched)).empty());
   CHECK(problem("rms_norm_backward", DType::bf16, 1024, config(128, 1, 8, RowStorage::prefetched))

@@ -77,11 +77,22 @@ struct KernelSpec {
   // and a scalar tail; the kernel takes the shift from the row's address. Every row tensor
   // must then start each row at the same element offset modulo vec (the runtime checks
   // that; base pointers and row strides agree modulo vec). Column parameters may have any
-  // element alignment. Part of the generated code's identity. Only for kernels that are not
-  // persistent (config_problem() says so otherwise): the per-thread column partial sums of a
-  // persistent kernel need the same columns in a thread's registers in every row.
+  // element alignment. Part of the generated code's identity. A persistent kernel keeps each
+  // thread's first shift for all of its rows (the runtime's grid holds whole periods of the
+  // rows' shifts), unless shift_per_row; one that sums across rows needs rows_per_cta 1
+  // (config_problem() says so otherwise).
   bool peel_rows = false;
+  // Each peeled row finds its own shift (only where can_shift_per_row()), so a persistent grid
+  // need not hold whole periods of shifts; the copy of the column parameters is then read as two
+  // aligned vectors per chunk. The runtime asks for it where whole periods would leave many
+  // resident row blocks idle. Part of the generated code's identity.
+  bool shift_per_row = false;
 };
+
+// Whether `spec` may take KernelSpec::shift_per_row: a peeled forward that prefetches one row
+// per CTA (or cluster). A backward keeps one shift per CTA: its column partial sums are kept per
+// chunk slot, so its slots must hold the same columns in every row.
+bool can_shift_per_row(const LoweredProgram& program, const KernelSpec& spec);
 
 // The dynamic shared memory a launch of `spec` needs: the row stashes of RowStorage::shared,
 // the column partial sums of persistent kernels that keep them there, and the copy of the
@@ -173,6 +184,9 @@ struct GeneratedKernel {
   // The grid is no larger than fits on the device at once, each CTA (or cluster) looping over
   // row blocks: programs that sum across rows, and prefetched rows.
   bool persistent = false;
+  // A persistent kernel on peeled rows that finds each row's shift anew (shift_per_row), so
+  // its grid need not hold whole periods of the rows' shifts (peeled_grid in the runtime).
+  bool shift_per_row = false;
   // The CTAs per SM the generator asks ptxas to fit (staged rows), or 0.
   int min_ctas_per_sm = 0;
 };

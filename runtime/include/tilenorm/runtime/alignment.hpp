@@ -34,4 +34,17 @@ int peel_vec(std::span<const RowPlacement> tensors, std::int64_t rows, int wides
 std::int64_t peeled_grid(std::int64_t blocks, std::int64_t row_blocks, std::int64_t row_stride,
                          int vec);
 
+// The period of the shifts of rows `row_stride` elements apart, peeled at `vec` (a power of
+// two): vec / gcd(vec, row_stride). Every row starts at the same shift when it is 1.
+std::int64_t shift_period(std::int64_t row_stride, int vec);
+
+// Whether a kernel that loops over row blocks and peels its rows should find each row's shift
+// (KernelSpec::shift_per_row) rather than keep each thread's first: where whole periods of the
+// shifts would leave more than a quarter of the `resident` row blocks idle. Finding each row's
+// shift costs every row two shared-memory reads per chunk of each column parameter, which
+// lost 1-5 points of the copy ceiling where whole periods keep 80-90% of the grid (bf16,
+// H200, thirty-third session: LayerNorm N = 65537 on 56 of 62 clusters, 131071 on 24 of 30)
+// and won 7-15 where they keep about half (N = 262143 on 8 of 15 and 8 of 14).
+bool shift_per_row_pays(std::int64_t resident, std::int64_t period);
+
 }  // namespace tilenorm

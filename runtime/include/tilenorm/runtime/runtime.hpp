@@ -72,6 +72,9 @@ struct LaunchGrid {
   int resident_row_blocks = 0;
   int registers = 0;  // per thread
   std::size_t dynamic_shared_bytes = 0;
+  // Peeled rows, each found at its own shift (KernelSpec::shift_per_row): the grid of a
+  // persistent kernel then need not hold whole periods of the rows' shifts.
+  bool shift_per_row = false;
 };
 
 class Runtime;
@@ -118,6 +121,17 @@ class Norm {
   std::shared_ptr<State> state_;
 };
 
+// How a persistent kernel on peeled rows (rows that start misaligned) finds its rows' shifts.
+enum class PeeledRowShifts {
+  automatic,   // each row's where whole periods of shifts would idle over a quarter of the grid
+  per_thread,  // each thread keeps its first row's; the grid holds whole periods of shifts
+  per_row,     // each row's, wherever the kernel can (KernelSpec::shift_per_row)
+};
+constexpr PeeledRowShifts kPeeledRowShifts[] = {
+    PeeledRowShifts::automatic, PeeledRowShifts::per_thread, PeeledRowShifts::per_row};
+// "auto", "per-thread", "per-row".
+std::string_view peeled_row_shifts_name(PeeledRowShifts shifts);
+
 struct RuntimeOptions {
   int device = 0;
   bool use_tuning_database = true;  // false: always the heuristic (for comparisons)
@@ -126,6 +140,8 @@ struct RuntimeOptions {
   // largest cluster of at most 8 CTAs that keeps every CTA of the persistent grid resident.
   // false: one partial row per CTA, as before sm_90 (for comparisons).
   bool fold_partials = true;
+  // automatic, unless comparing the two ways (per_thread, per_row).
+  PeeledRowShifts peeled_row_shifts = PeeledRowShifts::automatic;
 };
 
 class Runtime {
