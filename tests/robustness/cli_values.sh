@@ -29,6 +29,15 @@ expect_in "$work/out" "ctas_per_row=16"
 run 0 "$tools/tilenorm-dump" --kernel rms_norm --dtype bf16/fp32 --ir-only
 run 0 "$tools/tilenorm-dump" --kernel=layer_norm --n=2048 --dtype=fp16 --source-only
 expect_in "$work/out" "N 2048"
+run 2 "$tools/tilenorm-dump" --kernel layer_norm --shift-per-row
+expect_in "$work/err" "tilenorm-dump: error: --shift-per-row requires --misaligned"
+# Each row at its own shift only where the kernel fetches rows ahead (at 4097 they stay in
+# registers): the generator's refusal, and nothing printed.
+run 1 "$tools/tilenorm-dump" --kernel layer_norm --n 4097 --misaligned --shift-per-row
+[ ! -s "$work/out" ] || fail "an impossible --shift-per-row printed to stdout"
+expect_in "$work/err" "shift_per_row (each peeled row at its own shift) needs peel_rows, row_storage prefetched"
+run 0 "$tools/tilenorm-dump" --kernel layer_norm --n 65537 --misaligned --shift-per-row --source-only
+expect_in "$work/out" "alignment peeling, this row's"
 for tool in "tilenorm-dump --kernel rms_norm" "tilenorm-tune --dry-run --n 1024" \
   "tilenorm-dump --help" "tilenorm-tune --version"; do
   # shellcheck disable=SC2086
