@@ -217,14 +217,7 @@ Options parse_options(const std::vector<std::string>& args) {
   options.decode = decode;
   options.use_tuning_database = !no_tuning_db;
   options.fold_partials = !no_fold;
-  const auto* shifts = std::ranges::find_if(tn::kPeeledRowShifts, [&](tn::PeeledRowShifts way) {
-    return tn::peeled_row_shifts_name(way) == row_shifts;
-  });
-  if (shifts == std::end(tn::kPeeledRowShifts)) {
-    throw tn::UsageError("--row-shifts must be auto, per-thread or per-row, got '" + row_shifts +
-                         "'");
-  }
-  options.peeled_row_shifts = *shifts;
+  options.peeled_row_shifts = cli::parse_peeled_row_shifts("--row-shifts", row_shifts);
   options.json_path = json;
   try {
     options.dtype = tn::parse_dtype(dtype);

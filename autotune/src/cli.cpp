@@ -110,6 +110,14 @@ RowStorage parse_row_storage(std::string_view flag, std::string_view text) {
   throw UsageError(std::string(flag) + " must be " + names + ", got " + quoted(text));
 }
 
+PeeledRowShifts parse_peeled_row_shifts(std::string_view flag, std::string_view text) {
+  for (PeeledRowShifts shifts :
+       {PeeledRowShifts::automatic, PeeledRowShifts::per_thread, PeeledRowShifts::per_row}) {
+    if (peeled_row_shifts_name(shifts) == text) return shifts;
+  }
+  throw UsageError(std::string(flag) + " must be auto, per-thread or per-row, got " + quoted(text));
+}
+
 std::string parse_kernel_name(std::string_view flag, std::string_view text) {
   try {
     kernels::builtin_program(text);

@@ -462,7 +462,6 @@ class Emitter {
     column_stash_ = column_stash_bytes(lp, spec) > 0;
     clustered_ = spec.config.ctas_per_row > 1;
     persistent_ = persistent_kernel(lp, spec);
-    shift_per_row_ = spec.shift_per_row;
     block_index_ = clustered_ ? "tn_cluster" : "blockIdx.x";
     block_count_ = clustered_ ? "tn_clusters" : "gridDim.x";
     // Row groups combine their partial sums in shared memory, one partial row per CTA, when
@@ -494,7 +493,7 @@ class Emitter {
     k.ctas_per_row = spec_.config.ctas_per_row;
     k.folds_partials = folds_;
     k.persistent = persistent_;
-    k.shift_per_row = shift_per_row_;
+    k.shift_per_row = spec_.shift_per_row;
     k.min_ctas_per_sm = min_ctas_per_sm(k.threads_per_block);
     // Kernels that sum across rows on one CTA per row unpack 16-bit types element by element
     // (measured for bf16; fp16 follows it): with the word-wise unpacking ptxas gave them other
@@ -851,14 +850,12 @@ class Emitter {
       out_ << "  " << t << "* tn_col" << i << " = reinterpret_cast<" << t << "*>(tn_dynamic_smem + "
            << offset << ");\n";
       offset += static_cast<std::size_t>(column_stash_columns(spec_)) * dtype_size(slot_dtype(s));
-      const std::string chunk = shift_per_row_
-                                    ? "tn_col" + std::to_string(i) + " + (it * (TPR + 1) + k) * VEC"
-                                    : column_stash_chunk(i);
       copies << "      *reinterpret_cast<typename tn::RawVector<sizeof(" << t << ") * VEC>::type*>("
-             << chunk << ") = tn::" << (peel() ? "gather_chunk<" : "fetch_chunk<") << t
-             << ", VEC, N>(p_" << s.name << ", c0);\n";
+             << column_stash_chunk(i, spec_.shift_per_row ? "k" : "lane")
+             << ") = tn::" << (peel() ? "gather_chunk<" : "fetch_chunk<") << t << ", VEC, N>(p_"
+             << s.name << ", c0);\n";
     }
-    if (shift_per_row_) {
+    if (spec_.shift_per_row) {
       // At no shift: thread `lane` copies its chunk slot's aligned columns, and thread 0 also
       // the chunk after the sweep's last.
       const std::string slot =
@@ -876,9 +873,11 @@ class Emitter {
                                   : "      if (!" + chunk_in_row() + ") break;\n")
          << copies.str() << "    }\n  }\n  __syncthreads();\n";
   }
-  // Where this thread's chunk `it` of column parameter `slot` sits in its shared copy.
-  static std::string column_stash_chunk(std::size_t slot) {
-    return "tn_col" + std::to_string(slot) + " + (it * TPR + lane) * VEC";
+  // Where chunk slot `thread` of sweep `it` of column parameter `slot` sits in its shared copy
+  // (shift_per_row: one chunk more per sweep).
+  std::string column_stash_chunk(std::size_t slot, const std::string& thread = "lane") const {
+    return "tn_col" + std::to_string(slot) + " + (it * " +
+           (spec_.shift_per_row ? "(TPR + 1)" : "TPR") + " + " + thread + ") * VEC";
   }
 
   // A persistent kernel with the rows in registers fetches the next row block's raw chunks
@@ -932,7 +931,7 @@ class Emitter {
          << "    const long long fetch_safe = fetch_valid ? fetch_row : 0;\n";
     // The fetched row's own shift, for the chunk columns and remainder below (in this block, it
     // hides the current row's).
-    if (shift_per_row_) emit_shift_of_row("fetch_row");
+    if (spec_.shift_per_row) emit_shift_of_row("fetch_row");
     for (std::size_t i = 0; i < p_.slots.size(); ++i) {
       const ir::Slot& s = p_.slots[i];
       if (s.role != ir::Role::read || s.shape != Shape::tile) continue;
@@ -1014,7 +1013,7 @@ class Emitter {
            << " = p_" << s.name << " + safe_row * stride_" << s.name << ";\n";
     }
     if (peel() && !persistent_) emit_shift();
-    if (shift_per_row_) emit_shift_of_row("row");
+    if (spec_.shift_per_row) emit_shift_of_row("row");
   }
 
   void emit_row_loop() {
@@ -1133,7 +1132,7 @@ class Emitter {
   // of every row it handles, and its column partial sums and the rows it fetches ahead keep
   // the same columns. Computed from the address alone: that row may lie past the last.
   void emit_shift_of_first_row() {
-    if (shift_per_row_) return;  // each row's own: emit_row_start, emit_fetch
+    if (spec_.shift_per_row) return;  // each row's own: emit_row_start, emit_fetch
     emit_shift_of_row(block_index_ + " * RPC + row_in_cta", "the same in every row of this thread");
   }
 
@@ -1446,13 +1445,10 @@ class Emitter {
         // Peeled rows shift the chunks per row, so a column parameter's chunk is generally not
         // aligned; load_column_chunk_peeled reads the aligned vectors around it.
         out_ << "      float col" << n.index << "[VEC];\n";
-        if (column_stash_ && shift_per_row_) {
-          out_ << "      tn::load_stashed_chunk_shifted<" << slot_type(s) << ", VEC>(tn_col"
-               << n.index << " + (it * (TPR + 1) + lane) * VEC, tn_head, col" << n.index << ");\n";
-        } else if (column_stash_) {
-          out_ << "      tn::load_stashed_chunk<" << slot_type(s) << ", VEC>("
-               << column_stash_chunk(static_cast<std::size_t>(n.index)) << ", col" << n.index
-               << ");\n";
+        if (column_stash_) {
+          out_ << "      tn::load_stashed_chunk" << (spec_.shift_per_row ? "_shifted<" : "<")
+               << slot_type(s) << ", VEC>(" << column_stash_chunk(static_cast<std::size_t>(n.index))
+               << (spec_.shift_per_row ? ", tn_head" : "") << ", col" << n.index << ");\n";
         } else {
           out_ << "      tn::" << (peel() ? "load_column_chunk_peeled<" : "load_chunk<")
                << slot_type(s) << ", VEC, N>(p_" << s.name << ", c0, col" << n.index
@@ -1993,7 +1989,6 @@ class Emitter {
   bool combine_ = false;
   bool folds_ = false;            // column partial sums folded across a cluster (folds_partials)
   bool persistent_ = false;       // loops over row blocks (persistent_kernel)
-  bool shift_per_row_ = false;    // peeled rows, each at its own shift (shift_per_row)
   bool shared_partials_ = false;  // column partial sums in shared memory, not registers
   int runs_ = 1;                  // their slots per shared-memory access (partial_run_width)
   bool column_stash_ = false;     // column parameters copied to shared memory once per CTA

@@ -124,6 +124,10 @@ struct LaunchShape {
   // Whether a launch with `config` peels its rows: its vectors are wider than the alignment
   // allows, and peeling makes up the difference.
   bool peel_rows(const KernelConfig& config) const { return config.vec > max_vec; }
+  // The period of the rows' shifts peeled at `vec` (1 for a single row, whatever its stride).
+  std::int64_t shift_period(int vec) const {
+    return rows > 1 ? tilenorm::shift_period(row_stride, vec) : 1;
+  }
   KernelSpec spec(const KernelConfig& config) const {
     return {io_dtype, param_dtype, cols, config, peel_rows(config)};
   }
@@ -563,7 +567,7 @@ struct Norm::State {
                         m_bucket(shape.rows),
                         shape.max_vec,
                         shape.peel_vec,
-                        shape.rows > 1 ? shift_period(shape.row_stride, shape.peel_vec) : 1,
+                        shape.shift_period(shape.peel_vec),
                         forced ? std::optional<KernelConfig>(*forced) : std::nullopt};
     {
       std::shared_lock lock(mutex);
@@ -589,13 +593,18 @@ struct Norm::State {
     const KernelSpec spec = shape.spec(loaded.resolved.config);
     if (auto problem = device_problem(spec))
       fail("configuration " + spec.config.describe() + " cannot run: " + *problem);
-    load(loaded, spec);
-    // Rows that whole periods of their shifts would keep off many resident row blocks (see
-    // peeled_grid) take the kernel that finds each row's shift, where it fits the device.
+    // Peeled rows that whole periods of their shifts would keep off many resident row blocks
+    // (see peeled_grid) take the kernel that finds each row's shift, where it fits the device.
+    // Automatically, that takes the resident count of the kernel at one shift per thread, so
+    // it loads that one first.
     KernelSpec per_row = spec;
     per_row.shift_per_row = true;
-    if (loaded.generated.persistent && can_shift_per_row(lowered, per_row) &&
-        !device_problem(per_row) && wants_shift_per_row(loaded, shape)) {
+    const PeeledRowShifts shifts = can_shift_per_row(lowered, per_row) && !device_problem(per_row)
+                                       ? runtime->options.peeled_row_shifts
+                                       : PeeledRowShifts::per_thread;
+    load(loaded, shifts == PeeledRowShifts::per_row ? per_row : spec);
+    if (shifts == PeeledRowShifts::automatic &&
+        shift_per_row_pays(loaded.max_grid, shape.shift_period(spec.config.vec))) {
       load(loaded, per_row);
     }
     for (const ir::Slot& slot : lowered.program.slots) {
@@ -603,18 +612,6 @@ struct Norm::State {
         loaded.row_bytes += dtype_size(ir::storage_dtype(slot, shape.io_dtype, shape.param_dtype));
     }
     return kernels.emplace(key, std::move(loaded)).first->second;
-  }
-
-  bool wants_shift_per_row(const LoadedKernel& k, const LaunchShape& shape) const {
-    switch (runtime->options.peeled_row_shifts) {
-      case PeeledRowShifts::per_thread:
-        return false;
-      case PeeledRowShifts::per_row:
-        return true;
-      case PeeledRowShifts::automatic:
-        break;
-    }
-    return shift_per_row_pays(k.max_grid, shift_period(shape.row_stride, k.resolved.config.vec));
   }
 
   // Generates, compiles and loads the kernels of `spec` into `loaded`, and reads what their

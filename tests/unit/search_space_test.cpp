@@ -10,6 +10,7 @@
 #include <variant>
 #include <vector>
 
+#include "tilenorm/autotune/cli.hpp"
 #include "tilenorm/autotune/cli_options.hpp"
 #include "tilenorm/autotune/tuner.hpp"
 #include "tilenorm/kernels/programs.hpp"
@@ -401,6 +402,22 @@ TEST_CASE("cli: usage errors say what is wrong and what to write") {
   CHECK(contains(usage_error({"merge", "out.json"}), "IN is required"));
   CHECK(contains(usage_error({"merge", "out.json", "--force", "a.json"}),
                  "argument was not expected: --force"));
+}
+
+TEST_CASE("cli: peeled row shifts by name, and what to write otherwise") {
+  using tilenorm::PeeledRowShifts;
+  using tilenorm::cli::parse_peeled_row_shifts;
+  for (PeeledRowShifts shifts :
+       {PeeledRowShifts::automatic, PeeledRowShifts::per_thread, PeeledRowShifts::per_row}) {
+    CHECK(parse_peeled_row_shifts("--row-shifts", tilenorm::peeled_row_shifts_name(shifts)) ==
+          shifts);
+  }
+  try {
+    parse_peeled_row_shifts("--row-shifts", "each");
+    FAIL("no UsageError");
+  } catch (const tilenorm::UsageError& e) {
+    CHECK(std::string(e.what()) == "--row-shifts must be auto, per-thread or per-row, got 'each'");
+  }
 }
 
 TEST_CASE("device limits: a table of known GPUs drives the search space without a GPU") {

@@ -12,6 +12,7 @@
 #include "tilenorm/dsl/codegen.hpp"
 #include "tilenorm/dsl/dtype.hpp"
 #include "tilenorm/dsl/error.hpp"
+#include "tilenorm/runtime/runtime.hpp"
 
 namespace tilenorm {
 
@@ -57,6 +58,9 @@ DTypeChoice parse_dtype_choice(std::string_view flag, std::string_view text);
 
 // "registers", "shared" or "global"; otherwise a UsageError.
 RowStorage parse_row_storage(std::string_view flag, std::string_view text);
+
+// "auto", "per-thread" or "per-row" (peeled_row_shifts_name); otherwise a UsageError.
+PeeledRowShifts parse_peeled_row_shifts(std::string_view flag, std::string_view text);
 
 // A built-in kernel's name; otherwise a UsageError listing the names.
 std::string parse_kernel_name(std::string_view flag, std::string_view text);

@@ -127,8 +127,6 @@ enum class PeeledRowShifts {
   per_thread,  // each thread keeps its first row's; the grid holds whole periods of shifts
   per_row,     // each row's, wherever the kernel can (KernelSpec::shift_per_row)
 };
-constexpr PeeledRowShifts kPeeledRowShifts[] = {
-    PeeledRowShifts::automatic, PeeledRowShifts::per_thread, PeeledRowShifts::per_row};
 // "auto", "per-thread", "per-row".
 std::string_view peeled_row_shifts_name(PeeledRowShifts shifts);
 
