@@ -469,20 +469,66 @@ __device__ __forceinline__ Raw funnel_bytes(Raw lo, Raw hi, int shift) {
   return r.raw;
 }
 
-// The chunk `shift` elements past `stash`, an aligned chunk of a copy laid out at no shift
-// (shift_per_row in the code generator), from that aligned vector and the next. Reading it as
-// the 32-bit words that hold it instead (no barrel of selects: 2340 PTX instructions against
-// 2679 for LayerNorm bf16 N = 131071) measured slower, as four or five 4-way-conflicted word
-// reads per chunk: LayerNorm N = 262143 69.7 -> 60.8% of the copy in bf16, 85.2 -> 70.7% in
-// fp32 (H200, thirty-third session).
-template <class T, int V>
-__device__ __forceinline__ void load_stashed_chunk_shifted(const T* stash, int shift,
-                                                           float (&out)[V]) {
+// The copy of a column parameter that each peeled row reads at its own shift (shift_per_row in
+// the code generator), at no shift and word-major: word w of chunk k of sweep `it` (TPR + 1
+// chunks per sweep, the last the one after the sweep's) at ((it * W + w) * (TPR + 1) + k). The
+// threads of a warp then read the same word of consecutive chunks, in consecutive banks,
+// whatever the row's shift: a shifted chunk takes its W words (W + 1 for 16-bit elements at an
+// odd shift, funnel-shifted by half a word) in one bank-conflict-free read each. Laid out
+// chunk-major, a chunk was either two aligned vectors and a barrel of selects (LayerNorm bf16
+// N = 131071: 50.6 M instructions against 38.1 M at one shift per thread) or its words read
+// 4-way conflicted, which measured slower still (N = 262143 69.7 -> 60.8% of the copy in bf16,
+// 85.2 -> 70.7% in fp32; H200, thirty-third session).
+template <class T, int V, int TPR>
+__device__ __forceinline__ void store_stash_chunk_words(
+    T* stash, int it, int k, typename RawVector<sizeof(T) * V>::type raw) {
   typedef typename RawVector<sizeof(T) * V>::type Raw;
-  static_assert(sizeof(Raw) >= 4, "whole 32-bit words");
-  const Raw* vectors = reinterpret_cast<const Raw*>(stash);
-  unpack_chunk<T, V>(funnel_bytes(vectors[0], vectors[1], shift * static_cast<int>(sizeof(T))),
-                     out);
+  static_assert(sizeof(Raw) >= 4 && sizeof(T) <= 4, "whole 32-bit words");
+  constexpr int W = static_cast<int>(sizeof(Raw) / 4);
+  union {
+    Raw raw;
+    u32 w[W];
+  } c;
+  c.raw = raw;
+  u32* words = reinterpret_cast<u32*>(stash) + it * W * (TPR + 1) + k;
+#pragma unroll
+  for (int w = 0; w < W; ++w) words[w * (TPR + 1)] = c.w[w];
+}
+
+// Thread `lane`'s chunk of sweep `it`, `shift` elements on, from a word-major copy
+// (store_stash_chunk_words). Where each word lies depends on the row's shift only, so the
+// offsets are the same for every chunk of a row.
+template <class T, int V, int TPR>
+__device__ __forceinline__ void load_stashed_chunk_shifted(const T* stash, int it, int lane,
+                                                           int shift, float (&out)[V]) {
+  typedef typename RawVector<sizeof(T) * V>::type Raw;
+  static_assert(sizeof(Raw) >= 4 && sizeof(T) <= 4, "whole 32-bit words");
+  constexpr int W = static_cast<int>(sizeof(Raw) / 4);  // words in a chunk
+  constexpr int E = 4 / static_cast<int>(sizeof(T));    // elements in a word
+  const u32* words = reinterpret_cast<const u32*>(stash) + it * W * (TPR + 1) + lane;
+  const int first = shift / E;  // < W: the word the chunk starts in, within this thread's chunk
+  // Word `first + j` of this thread's chunk, past its end in the next chunk.
+  auto word = [&](int j) {
+    const int g = first + j;
+    return words[(g % W) * (TPR + 1) + g / W];
+  };
+  union {
+    Raw raw;
+    u32 w[W];
+  } c;
+  if constexpr (E == 1) {
+#pragma unroll
+    for (int j = 0; j < W; ++j) c.w[j] = word(j);
+  } else {
+    static_assert(E == 2, "16-bit or 32-bit elements");
+    u32 w[W + 1];
+#pragma unroll
+    for (int j = 0; j <= W; ++j) w[j] = word(j);
+    const unsigned bits = static_cast<unsigned>(shift % 2) * 16u;
+#pragma unroll
+    for (int j = 0; j < W; ++j) c.w[j] = __funnelshift_r(w[j], w[j + 1], bits);
+  }
+  unpack_chunk<T, V>(c.raw, out);
 }
 
 // Elements [col0, col0 + V) of a column parameter (contiguous [N], any element alignment) for

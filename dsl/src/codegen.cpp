@@ -157,8 +157,8 @@ bool persistent_kernel(const LoweredProgram& lp, const KernelSpec& spec) {
 }  // namespace
 
 // With shift_per_row the copy of the column parameters is laid out at no shift, one chunk
-// longer per sweep, and each chunk is read as the two aligned vectors around it, shifted
-// (load_stashed_chunk_shifted).
+// longer per sweep and word-major, and each chunk is read as its words at the row's shift
+// (store_stash_chunk_words, load_stashed_chunk_shifted).
 bool can_shift_per_row(const LoweredProgram& lp, const KernelSpec& spec) {
   return spec.peel_rows && persistent_kernel(lp, spec) && !plan_kernels(lp).persistent &&
          static_cast<RowStorage>(spec.config.row_storage) == RowStorage::prefetched &&
@@ -850,14 +850,20 @@ class Emitter {
       out_ << "  " << t << "* tn_col" << i << " = reinterpret_cast<" << t << "*>(tn_dynamic_smem + "
            << offset << ");\n";
       offset += static_cast<std::size_t>(column_stash_columns(spec_)) * dtype_size(slot_dtype(s));
-      copies << "      *reinterpret_cast<typename tn::RawVector<sizeof(" << t << ") * VEC>::type*>("
-             << column_stash_chunk(i, spec_.shift_per_row ? "k" : "lane")
-             << ") = tn::" << (peel() ? "gather_chunk<" : "fetch_chunk<") << t << ", VEC, N>(p_"
-             << s.name << ", c0);\n";
+      const std::string fetched = std::string("tn::") +
+                                  (peel() ? "gather_chunk<" : "fetch_chunk<") + t + ", VEC, N>(p_" +
+                                  s.name + ", c0)";
+      if (spec_.shift_per_row) {
+        copies << "      tn::store_stash_chunk_words<" << t << ", VEC, TPR>(tn_col" << i
+               << ", it, k, " << fetched << ");\n";
+      } else {
+        copies << "      *reinterpret_cast<typename tn::RawVector<sizeof(" << t
+               << ") * VEC>::type*>(" << column_stash_chunk(i) << ") = " << fetched << ";\n";
+      }
     }
     if (spec_.shift_per_row) {
-      // At no shift: thread `lane` copies its chunk slot's aligned columns, and thread 0 also
-      // the chunk after the sweep's last.
+      // At no shift, word-major: thread `lane` copies its chunk slot's aligned columns, and
+      // thread 0 also the chunk after the sweep's last.
       const std::string slot =
           clustered_ ? "((it * CLUSTER + tn_rank) * TPR + k)" : "(it * TPR + k)";
       out_ << "  if (row_in_cta == 0) {\n    for (int it = 0; it < ITERS; ++it) {\n"
@@ -873,11 +879,10 @@ class Emitter {
                                   : "      if (!" + chunk_in_row() + ") break;\n")
          << copies.str() << "    }\n  }\n  __syncthreads();\n";
   }
-  // Where chunk slot `thread` of sweep `it` of column parameter `slot` sits in its shared copy
-  // (shift_per_row: one chunk more per sweep).
-  std::string column_stash_chunk(std::size_t slot, const std::string& thread = "lane") const {
-    return "tn_col" + std::to_string(slot) + " + (it * " +
-           (spec_.shift_per_row ? "(TPR + 1)" : "TPR") + " + " + thread + ") * VEC";
+  // Where this thread's chunk `it` of column parameter `slot` sits in its shared copy (at one
+  // shift per thread; shift_per_row lays it out word-major, store_stash_chunk_words).
+  static std::string column_stash_chunk(std::size_t slot) {
+    return "tn_col" + std::to_string(slot) + " + (it * TPR + lane) * VEC";
   }
 
   // A persistent kernel with the rows in registers fetches the next row block's raw chunks
@@ -1445,10 +1450,13 @@ class Emitter {
         // Peeled rows shift the chunks per row, so a column parameter's chunk is generally not
         // aligned; load_column_chunk_peeled reads the aligned vectors around it.
         out_ << "      float col" << n.index << "[VEC];\n";
-        if (column_stash_) {
-          out_ << "      tn::load_stashed_chunk" << (spec_.shift_per_row ? "_shifted<" : "<")
-               << slot_type(s) << ", VEC>(" << column_stash_chunk(static_cast<std::size_t>(n.index))
-               << (spec_.shift_per_row ? ", tn_head" : "") << ", col" << n.index << ");\n";
+        if (column_stash_ && spec_.shift_per_row) {
+          out_ << "      tn::load_stashed_chunk_shifted<" << slot_type(s) << ", VEC, TPR>(tn_col"
+               << n.index << ", it, lane, tn_head, col" << n.index << ");\n";
+        } else if (column_stash_) {
+          out_ << "      tn::load_stashed_chunk<" << slot_type(s) << ", VEC>("
+               << column_stash_chunk(static_cast<std::size_t>(n.index)) << ", col" << n.index
+               << ");\n";
         } else {
           out_ << "      tn::" << (peel() ? "load_column_chunk_peeled<" : "load_chunk<")
                << slot_type(s) << ", VEC, N>(p_" << s.name << ", c0, col" << n.index

@@ -503,7 +503,9 @@ TEST_CASE("codegen: a cluster of 512-thread CTAs copies up to 128 KiB of column 
         (8192 + 8 * 4) * 4 * 2);
   const std::string shifted = tilenorm::generate_cuda(lowered("layer_norm"), peeled_forward).source;
   CHECK(contains(shifted, "for (int k = lane; k <= TPR; k += TPR) {"));
-  CHECK(contains(shifted, "tn::load_stashed_chunk_shifted<float, VEC>(tn_col"));
+  CHECK(contains(
+      shifted,
+      "tn::load_stashed_chunk_shifted<float, VEC, TPR>(tn_col4, it, lane, tn_head, col4);"));
   CHECK(contains(shifted,
                  "* static_cast<unsigned long long>(stride_x)) % VEC);  // alignment "
                  "peeling, this row's"));

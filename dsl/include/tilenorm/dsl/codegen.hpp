@@ -83,8 +83,8 @@ struct KernelSpec {
   // (config_problem() says so otherwise).
   bool peel_rows = false;
   // Each peeled row finds its own shift (only where can_shift_per_row()), so a persistent grid
-  // need not hold whole periods of shifts; the copy of the column parameters is then read as two
-  // aligned vectors per chunk. The runtime asks for it where whole periods would leave many
+  // need not hold whole periods of shifts; the copy of the column parameters is then read word
+  // by word at each row's shift. The runtime asks for it where whole periods would leave many
   // resident row blocks idle. Part of the generated code's identity.
   bool shift_per_row = false;
 };
