@@ -123,6 +123,7 @@ struct Options {
   bool use_tuning_database = true;
   bool fold_partials = true;
   tn::PeeledRowShifts peeled_row_shifts = tn::PeeledRowShifts::automatic;
+  tn::EarlyColumns early_columns = tn::EarlyColumns::automatic;
 
   std::int64_t stride_for(const Shape& shape) const { return row_stride ? row_stride : shape.n; }
 };
@@ -211,6 +212,11 @@ Options parse_options(const std::vector<std::string>& args) {
                  "how persistent kernels on misaligned (peeled) rows find each row's shift: auto "
                  "(default), per-thread or per-row (RuntimeOptions::peeled_row_shifts)",
                  "WAY");
+  std::string early_columns = "auto";
+  cli::add_value(app, "--early-columns", early_columns,
+                 "whether one-CTA kernels in registers fetch their column parameters before the "
+                 "row loop: auto (default), never or always (RuntimeOptions::early_columns)",
+                 "WHEN");
   cli::parse(app, args);
 
   Options options;
@@ -218,6 +224,7 @@ Options parse_options(const std::vector<std::string>& args) {
   options.use_tuning_database = !no_tuning_db;
   options.fold_partials = !no_fold;
   options.peeled_row_shifts = cli::parse_peeled_row_shifts("--row-shifts", row_shifts);
+  options.early_columns = cli::parse_early_columns("--early-columns", early_columns);
   options.json_path = json;
   try {
     options.dtype = tn::parse_dtype(dtype);
@@ -842,7 +849,7 @@ void print_header(const driver::DeviceInfo& info, const Options& options,
             << " samples, tuning database " << (options.use_tuning_database ? "on" : "off")
             << ", partial sums " << (options.fold_partials ? "folded" : "not folded")
             << ", peeled row shifts " << tn::peeled_row_shifts_name(options.peeled_row_shifts)
-            << "\n"
+            << ", early columns " << tn::early_columns_name(options.early_columns) << "\n"
             << std::fixed << std::setprecision(2) << "copy ceiling: " << ceiling.tbps
             << " TB/s (cuMemcpyDtoDAsync of 2 GiB, " << std::setprecision(1) << ceiling.median_us
             << " us median, bytes read + written)\n\n"
@@ -863,6 +870,7 @@ std::string grid_text(const tn::LaunchGrid& grid) {
          << (grid.ctas_per_row > 1 ? "clusters of " + std::to_string(grid.ctas_per_row) : "CTAs");
   }
   if (grid.shift_per_row) text << ", each row at its own shift";
+  if (grid.early_columns) text << ", columns fetched early";
   return text.str();
 }
 
@@ -943,7 +951,8 @@ nlohmann::json to_json(const ShapeResult& row, const CopyCeiling& ceiling, Timin
                    {"resident_row_blocks", row.grid->resident_row_blocks},
                    {"registers", row.grid->registers},
                    {"dynamic_shared_bytes", row.grid->dynamic_shared_bytes},
-                   {"shift_per_row", row.grid->shift_per_row}};
+                   {"shift_per_row", row.grid->shift_per_row},
+                   {"early_columns", row.grid->early_columns}};
   }
   if (row.resolved) {
     out["config"] = tn::reflect::to_json(row.resolved->config);
@@ -997,6 +1006,7 @@ void write_json(const std::string& path, const driver::DeviceInfo& info, const O
       {"tuning_database", options.use_tuning_database},
       {"fold_partials", options.fold_partials},
       {"peeled_row_shifts", tn::peeled_row_shifts_name(options.peeled_row_shifts)},
+      {"early_columns", tn::early_columns_name(options.early_columns)},
       {"copy_ceiling",
        {{"method", "cuMemcpyDtoDAsync"},
         {"bytes", ceiling.bytes},
@@ -1029,7 +1039,8 @@ int run(const Options& options) {
   tn::Runtime runtime({.device = 0,
                        .use_tuning_database = options.use_tuning_database,
                        .fold_partials = options.fold_partials,
-                       .peeled_row_shifts = options.peeled_row_shifts});
+                       .peeled_row_shifts = options.peeled_row_shifts,
+                       .early_columns = options.early_columns});
   std::int64_t max_elements = 0;
   for (const Shape& shape : options.shapes)
     max_elements = std::max(max_elements, shape.m * shape.n);

@@ -28,7 +28,7 @@ struct DumpOptions {
   std::string kernel, dtype = "bf16", n = "4096";
   std::string threads_per_row, rows_per_cta, vec, storage, ctas_per_row = "1", arch;
   bool source_only = false, ir_only = false, backward = false, recompute = false;
-  bool misaligned = false, shift_per_row = false;
+  bool misaligned = false, shift_per_row = false, early_columns = false;
 };
 
 int dump(const std::vector<std::string>& args) {
@@ -78,6 +78,10 @@ int dump(const std::vector<std::string>& args) {
                "with --misaligned: the persistent forward that finds each row's shift (which the "
                "runtime takes where whole periods of the rows' shifts would idle its grid)")
       ->needs("--misaligned");
+  app.add_flag("--early-columns", o.early_columns,
+               "the kernel that fetches its column parameters before the row loop (which the "
+               "runtime takes where few parameter vectors are held, or every row block is "
+               "resident at once)");
   cli::parse(app, args);
 
   const tn::DTypeChoice dtype = cli::parse_dtype_choice("--dtype", o.dtype);
@@ -117,6 +121,7 @@ int dump(const std::vector<std::string>& args) {
                              arch_limits.value_or(tn::DeviceLimits::hopper()), 0, o.misaligned);
   }
   spec.shift_per_row = o.shift_per_row;
+  spec.early_columns = o.early_columns;
   // Generated before anything is printed, so that a configuration codegen rejects prints nothing.
   const std::optional<tn::GeneratedKernel> generated =
       o.ir_only ? std::nullopt : std::optional(tn::generate_cuda(lowered, spec));

@@ -118,6 +118,13 @@ PeeledRowShifts parse_peeled_row_shifts(std::string_view flag, std::string_view 
   throw UsageError(std::string(flag) + " must be auto, per-thread or per-row, got " + quoted(text));
 }
 
+EarlyColumns parse_early_columns(std::string_view flag, std::string_view text) {
+  for (EarlyColumns early : {EarlyColumns::automatic, EarlyColumns::never, EarlyColumns::always}) {
+    if (early_columns_name(early) == text) return early;
+  }
+  throw UsageError(std::string(flag) + " must be auto, never or always, got " + quoted(text));
+}
+
 std::string parse_kernel_name(std::string_view flag, std::string_view text) {
   try {
     kernels::builtin_program(text);

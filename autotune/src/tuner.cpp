@@ -230,10 +230,11 @@ std::optional<std::string> compile_problem(const LoweredProgram& program, const 
 std::vector<std::optional<std::string>> compile_all(const LoweredProgram& program,
                                                     const TuneShape& shape,
                                                     const std::vector<KernelConfig>& configs,
-                                                    const std::string& arch, unsigned threads,
-                                                    Progress& progress) {
+                                                    const driver::DeviceInfo& device,
+                                                    unsigned threads, Progress& progress) {
   std::vector<std::optional<std::string>> problems(configs.size());
   const std::string stage = "compiling " + shape_name(shape);
+  const std::string arch = device.arch();
   std::atomic<std::size_t> next{0};
   auto work = [&] {
     for (std::size_t i = next++; i < configs.size(); i = next++) {
@@ -242,6 +243,14 @@ std::vector<std::optional<std::string>> compile_all(const LoweredProgram& progra
       KernelSpec spec{shape.io_dtype, shape.param_dtype, shape.n, configs[i]};
       spec.peel_rows = shape.n % configs[i].vec != 0;
       problems[i] = compile_problem(program, spec, arch);
+      // And with the column parameters fetched early, where the runtime will for a timed M.
+      const bool early = std::any_of(
+          shape.row_counts.begin(), shape.row_counts.end(),
+          [&](std::int64_t m) { return fetches_columns_early(program, spec, m, device); });
+      if (early && !problems[i]) {
+        spec.early_columns = true;
+        problems[i] = compile_problem(program, spec, arch);
+      }
       progress.step(stage);
     }
   };
@@ -428,7 +437,7 @@ ShapeOutcome tune_shape(Runtime& runtime, const Plan& plan, const Session& sessi
     for (const Candidate& candidate : plan.space.candidates) configs.push_back(candidate.config);
     if (!plan.heuristic_in_space) configs.push_back(plan.heuristic);
     const std::vector<std::optional<std::string>> compile_problems = compile_all(
-        norm.lowered(), shape, configs, session.info.arch(), session.compile_threads, progress);
+        norm.lowered(), shape, configs, session.info, session.compile_threads, progress);
 
     // Check every compiled configuration once per shape, before any of its times count.
     std::vector<CandidateFailure> failures;

@@ -167,6 +167,26 @@ bool can_shift_per_row(const LoweredProgram& lp, const KernelSpec& spec) {
 
 namespace {
 
+bool reads_column(const ir::Slot& slot) {
+  return slot.role == ir::Role::read && slot.shape == Shape::column;
+}
+
+}  // namespace
+
+bool can_fetch_columns_early(const LoweredProgram& lp, const KernelSpec& spec) {
+  return !spec.peel_rows && spec.config.ctas_per_row == 1 && !persistent_kernel(lp, spec) &&
+         static_cast<RowStorage>(spec.config.row_storage) == RowStorage::registers &&
+         std::any_of(lp.program.slots.begin(), lp.program.slots.end(), reads_column);
+}
+
+std::int64_t early_column_vectors(const LoweredProgram& lp, const KernelSpec& spec) {
+  const auto columns =
+      std::count_if(lp.program.slots.begin(), lp.program.slots.end(), reads_column);
+  return geometry(spec).iters * static_cast<std::int64_t>(columns);
+}
+
+namespace {
+
 // The columns of a CTA's copy of each column parameter: its slice, and with shift_per_row one
 // chunk more per sweep (the chunk after the sweep's last, which the last thread's shifted
 // chunk reaches into).
@@ -494,6 +514,7 @@ class Emitter {
     k.folds_partials = folds_;
     k.persistent = persistent_;
     k.shift_per_row = spec_.shift_per_row;
+    k.early_columns = spec_.early_columns;
     k.min_ctas_per_sm = min_ctas_per_sm(k.threads_per_block);
     // Kernels that sum across rows on one CTA per row unpack 16-bit types element by element
     // (measured for bf16; fp16 follows it): with the word-wise unpacking ptxas gave them other
@@ -1028,6 +1049,7 @@ class Emitter {
     }
     if (prefetching()) declare_raw_rows("_next");
     if (fetches_ahead(storage_)) emit_fetch(block_index_);
+    if (spec_.early_columns) emit_early_columns();
     out_ << "  for (long long block = " << block_index_
          << "; block * RPC < rows; block += " << block_count_ << ") {\n";
     emit_row_start("block");
@@ -1047,6 +1069,21 @@ class Emitter {
     emit_pass(-1);
     emit_row_end();
     out_ << "  }\n";
+  }
+
+  // KernelSpec::early_columns: each column parameter's chunks of this thread, fetched raw once
+  // per CTA while the first row's loads are in flight.
+  void emit_early_columns() {
+    for (std::size_t i = 0; i < p_.slots.size(); ++i) {
+      const ir::Slot& s = p_.slots[i];
+      if (!reads_column(s)) continue;
+      const std::string t = slot_type(s);
+      out_ << "  typename tn::RawVector<sizeof(" << t << ") * VEC>::type col" << i
+           << "_early[ITERS];\n"
+           << "#pragma unroll\n  for (int it = 0; it < ITERS; ++it)\n    col" << i
+           << "_early[it] = tn::fetch_chunk<" << t << ", VEC, N>(p_" << s.name << ", "
+           << chunk_column() << ");\n";
+    }
   }
 
   // After a row's final pass: its share of the scalar sums across rows, and its statistics.
@@ -1457,6 +1494,9 @@ class Emitter {
           out_ << "      tn::load_stashed_chunk<" << slot_type(s) << ", VEC>("
                << column_stash_chunk(static_cast<std::size_t>(n.index)) << ", col" << n.index
                << ");\n";
+        } else if (spec_.early_columns) {
+          out_ << "      tn::unpack_chunk<" << slot_type(s) << ", VEC>(col" << n.index
+               << "_early[it], col" << n.index << ");\n";
         } else {
           out_ << "      tn::" << (peel() ? "load_column_chunk_peeled<" : "load_chunk<")
                << slot_type(s) << ", VEC, N>(p_" << s.name << ", c0, col" << n.index
@@ -2092,6 +2132,11 @@ std::optional<std::string> config_problem(const LoweredProgram& lp, const Kernel
   if (spec.shift_per_row && !can_shift_per_row(lp, spec)) {
     return "shift_per_row (each peeled row at its own shift) needs peel_rows, row_storage "
            "prefetched, rows_per_cta 1 and a program that does not sum across rows (a forward)";
+  }
+  if (spec.early_columns && !can_fetch_columns_early(lp, spec)) {
+    return "early_columns (column parameters fetched before the row loop) needs aligned rows "
+           "(no peel_rows) of one CTA each (ctas_per_row 1) in row_storage registers, a kernel "
+           "that is not persistent, and a program that reads a column parameter";
   }
   const Geometry g = geometry(spec);
   if ((c.ctas_per_row - 1) * std::int64_t{c.threads_per_row} >= g.chunks) {

@@ -8,6 +8,7 @@
 
 #include "tilenorm/dsl/error.hpp"
 #include "tilenorm/dsl/ops.hpp"
+#include "tilenorm/runtime/tuning_db.hpp"
 
 namespace tilenorm {
 namespace {
@@ -101,6 +102,28 @@ DeviceLimits device_limits(const driver::DeviceInfo& info) {
   limits.multiprocessors = info.multiprocessors;
   limits.clusters = info.cluster_launch;
   return limits;
+}
+
+bool early_columns_pay(std::int64_t column_vectors, std::int64_t row_blocks, int threads_per_block,
+                       int multiprocessors, int registers_per_multiprocessor) {
+  if (column_vectors <= kEarlyColumnVectors) return true;
+  // 255 registers per thread are allocated as 256.
+  constexpr int kMostRegisters = 256;
+  const std::int64_t ctas_per_multiprocessor = std::max<std::int64_t>(
+      1, registers_per_multiprocessor / (std::int64_t{threads_per_block} * kMostRegisters));
+  return row_blocks <= ctas_per_multiprocessor * multiprocessors;
+}
+
+bool fetches_columns_early(const LoweredProgram& program, const KernelSpec& spec, std::int64_t rows,
+                           const driver::DeviceInfo& device) {
+  KernelSpec early = spec;
+  early.early_columns = true;
+  if (!can_fetch_columns_early(program, early)) return false;
+  const std::int64_t rows_per_cta = spec.config.rows_per_cta;
+  const std::int64_t row_blocks = (m_bucket(rows) + rows_per_cta - 1) / rows_per_cta;
+  return early_columns_pay(early_column_vectors(program, early), row_blocks,
+                           spec.config.threads_per_row * spec.config.rows_per_cta,
+                           device.multiprocessors, device.registers_per_multiprocessor);
 }
 
 std::span<const DeviceLimits> known_devices() {

@@ -52,6 +52,18 @@ std::string_view peeled_row_shifts_name(PeeledRowShifts shifts) {
   return "?";
 }
 
+std::string_view early_columns_name(EarlyColumns early) {
+  switch (early) {
+    case EarlyColumns::automatic:
+      return "auto";
+    case EarlyColumns::never:
+      return "never";
+    case EarlyColumns::always:
+      return "always";
+  }
+  return "?";
+}
+
 std::string tuning_dtype_key(DType io_dtype, DType param_dtype) {
   std::string key(dtype_name(io_dtype));
   if (param_dtype != io_dtype) key += "/" + std::string(dtype_name(param_dtype));
@@ -590,9 +602,10 @@ struct Norm::State {
     } else {
       loaded.resolved = resolve(shape);
     }
-    const KernelSpec spec = shape.spec(loaded.resolved.config);
+    KernelSpec spec = shape.spec(loaded.resolved.config);
     if (auto problem = device_problem(spec))
       fail("configuration " + spec.config.describe() + " cannot run: " + *problem);
+    spec.early_columns = fetches_columns_early(spec, shape);
     // Peeled rows that whole periods of their shifts would keep off many resident row blocks
     // (see peeled_grid) take the kernel that finds each row's shift, where it fits the device.
     // Automatically, that takes the resident count of the kernel at one shift per thread, so
@@ -612,6 +625,22 @@ struct Norm::State {
         loaded.row_bytes += dtype_size(ir::storage_dtype(slot, shape.io_dtype, shape.param_dtype));
     }
     return kernels.emplace(key, std::move(loaded)).first->second;
+  }
+
+  // Whether the kernel of `spec` fetches its column parameters before the row loop.
+  bool fetches_columns_early(const KernelSpec& spec, const LaunchShape& shape) const {
+    switch (runtime->options.early_columns) {
+      case EarlyColumns::never:
+        return false;
+      case EarlyColumns::always: {
+        KernelSpec early = spec;
+        early.early_columns = true;
+        return can_fetch_columns_early(lowered, early);
+      }
+      case EarlyColumns::automatic:
+        break;
+    }
+    return tilenorm::fetches_columns_early(lowered, spec, shape.rows, runtime->info);
   }
 
   // Generates, compiles and loads the kernels of `spec` into `loaded`, and reads what their
@@ -740,7 +769,8 @@ struct Norm::State {
             k.generated.persistent ? k.max_grid : 0,
             k.registers,
             k.generated.dynamic_shared_bytes,
-            k.generated.shift_per_row};
+            k.generated.shift_per_row,
+            k.generated.early_columns};
   }
 
   void launch(KernelArgs args, Stream stream, const KernelConfig* forced,

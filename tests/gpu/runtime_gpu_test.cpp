@@ -6,6 +6,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <random>
 #include <span>
 #include <string>
 #include <system_error>
@@ -18,6 +19,7 @@
 #include "tilenorm/runtime/alignment.hpp"
 #include "tilenorm/runtime/check.hpp"
 #include "tilenorm/runtime/driver.hpp"
+#include "tilenorm/runtime/heuristics.hpp"
 #include "tilenorm/runtime/log.hpp"
 
 namespace {
@@ -314,6 +316,97 @@ TEST_CASE("launch_grid reports the grid of a launch: one row block per CTA, or p
     MESSAGE("N = 262143: " << grid.resident_row_blocks << " resident clusters of "
                            << grid.ctas_per_row << ", each row at its own shift: "
                            << (grid.shift_per_row ? "yes" : "no"));
+  }
+}
+
+TEST_CASE("column parameters fetched early or in the output pass give the interpreter's results") {
+  driver::ScopedContext scope(driver::primary_context(0));
+  tilenorm::Runtime early(tilenorm::RuntimeOptions{
+      .device = 0, .use_tuning_database = false, .early_columns = tilenorm::EarlyColumns::always});
+  tilenorm::Runtime late(tilenorm::RuntimeOptions{
+      .device = 0, .use_tuning_database = false, .early_columns = tilenorm::EarlyColumns::never});
+  struct Shape {
+    std::int64_t m, n;
+  };
+  // Decode sizes, rows the chunks do not tile (1000, 12345), and a full grid.
+  const Shape shapes[] = {{1, 4096}, {3, 1000}, {300, 12345}, {2048, 4096}, {5000, 128}};
+  std::uint64_t seed = std::random_device{}();
+  for (const char* name : {"layer_norm", "rms_norm"}) {
+    for (DType dtype : {DType::bf16, DType::f16, DType::f32}) {
+      for (const Shape& shape : shapes) {
+        for (tilenorm::Runtime* rt : {&early, &late, &runtime()}) {
+          CAPTURE(name);
+          CAPTURE(tilenorm::dtype_name(dtype));
+          CAPTURE(shape.m);
+          CAPTURE(shape.n);
+          CAPTURE(seed);
+          const std::string fetch = rt == &early ? "always" : rt == &late ? "never" : "auto";
+          CAPTURE(fetch);
+          const tilenorm::CheckReport report = tilenorm::check_against_interpreter(
+              tilenorm::kernels::builtin(*rt, name), {.io_dtype = dtype,
+                                                      .param_dtype = dtype,
+                                                      .rows = shape.m,
+                                                      .cols = shape.n,
+                                                      .seed = ++seed});
+          INFO(report.describe());
+          CHECK(report.unwritten == 0);
+          CHECK(report.clobbered == 0);
+          CHECK(report.ok());
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("launch_grid reports column parameters fetched early where the rule takes them") {
+  driver::ScopedContext scope(driver::primary_context(0));
+  RmsBuffers b(2048, 4096);
+  auto args = [&](const tilenorm::Norm& norm, std::int64_t m) {
+    const tilenorm::TensorView x =
+        tilenorm::TensorView::contiguous(b.at(b.x), DType::bf16, m, 4096);
+    const tilenorm::TensorView y =
+        tilenorm::TensorView::contiguous(b.at(b.y), DType::bf16, m, 4096);
+    const tilenorm::ColumnView w{b.at(b.w), DType::bf16, 4096};
+    if (norm.program().name == "rms_norm") {
+      return tilenorm::bind_args(
+          norm.program(),
+          {{"x", x}, {"eps", 1e-5f}, {"rstd", tilenorm::RowStatView{}}, {"weight", w}, {"y", y}});
+    }
+    return tilenorm::bind_args(norm.program(), {{"x", x},
+                                                {"eps", 1e-5f},
+                                                {"mean", tilenorm::RowStatView{}},
+                                                {"rstd", tilenorm::RowStatView{}},
+                                                {"weight", w},
+                                                {"bias", w},
+                                                {"y", y}});
+  };
+  const int sms = runtime().multiprocessors();
+  for (const char* name : {"layer_norm", "rms_norm"}) {
+    const tilenorm::Norm& norm = tilenorm::kernels::builtin(runtime(), name);
+    const tilenorm::LoweredProgram& lowered = norm.lowered();
+    for (std::int64_t m : {1, 8, 256, 2048}) {
+      CAPTURE(name);
+      CAPTURE(m);
+      const tilenorm::BoundArgs bound = args(norm, m);
+      const tilenorm::ResolvedConfig resolved = norm.resolve(bound);
+      tilenorm::KernelSpec spec{DType::bf16, DType::bf16, 4096, resolved.config};
+      spec.early_columns = true;
+      REQUIRE(tilenorm::can_fetch_columns_early(lowered, spec));
+      const tilenorm::LaunchGrid grid = norm.launch_grid(bound);
+      const std::int64_t row_blocks =
+          (m + resolved.config.rows_per_cta - 1) / resolved.config.rows_per_cta;
+      CHECK(grid.early_columns ==
+            tilenorm::early_columns_pay(
+                tilenorm::early_column_vectors(lowered, spec), row_blocks, grid.threads_per_block,
+                sms, tilenorm::driver::device_info(0).registers_per_multiprocessor));
+      // RMSNorm holds four vectors of its weight; LayerNorm eight of its weight and bias, which
+      // it fetches early only where every row block is resident at once.
+      if (norm.program().name == "rms_norm" || m == 1) CHECK(grid.early_columns);
+      if (norm.program().name == "layer_norm" && m == 2048) CHECK_FALSE(grid.early_columns);
+      MESSAGE(name << " bf16 4096 x " << m << ": " << tilenorm::early_column_vectors(lowered, spec)
+                   << " parameter vectors per thread, columns fetched early: "
+                   << (grid.early_columns ? "yes" : "no"));
+    }
   }
 }
 

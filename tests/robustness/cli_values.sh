@@ -38,6 +38,12 @@ run 1 "$tools/tilenorm-dump" --kernel layer_norm --n 4097 --misaligned --shift-p
 expect_in "$work/err" "shift_per_row (each peeled row at its own shift) needs peel_rows, row_storage prefetched"
 run 0 "$tools/tilenorm-dump" --kernel layer_norm --n 65537 --misaligned --shift-per-row --source-only
 expect_in "$work/out" "alignment peeling, this row's"
+# Column parameters fetched early only by one-CTA kernels in registers (65536 runs on clusters).
+run 1 "$tools/tilenorm-dump" --kernel rms_norm --n 65536 --early-columns
+[ ! -s "$work/out" ] || fail "an impossible --early-columns printed to stdout"
+expect_in "$work/err" "early_columns (column parameters fetched before the row loop) needs aligned rows"
+run 0 "$tools/tilenorm-dump" --kernel rms_norm --n 4096 --early-columns --source-only
+expect_in "$work/out" "col3_early[it] = tn::fetch_chunk"
 for tool in "tilenorm-dump --kernel rms_norm" "tilenorm-tune --dry-run --n 1024" \
   "tilenorm-dump --help" "tilenorm-tune --version"; do
   # shellcheck disable=SC2086

@@ -529,6 +529,52 @@ TEST_CASE("codegen: a cluster of 512-thread CTAs copies up to 128 KiB of column 
   CHECK(tilenorm::dynamic_shared_memory_bytes(lowered("rms_norm"), with_rows) == 40960 * 4);
 }
 
+TEST_CASE("codegen: column parameters fetched before the row loop, where a kernel can") {
+  // LayerNorm bf16 N = 4096 on 128 threads: four chunks per thread of its weight and bias.
+  KernelSpec spec{DType::bf16, DType::bf16, 4096, config(128, 1, 8, RowStorage::registers)};
+  CHECK(tilenorm::early_column_vectors(lowered("layer_norm"), spec) == 8);
+  CHECK(tilenorm::early_column_vectors(lowered("rms_norm"), spec) == 4);
+  CHECK_FALSE(tilenorm::generate_cuda(lowered("layer_norm"), spec).early_columns);
+  const std::string late = tilenorm::generate_cuda(lowered("layer_norm"), spec).source;
+  CHECK(contains(late, "tn::load_chunk<tn::bf16, VEC, N>(p_weight, c0, col4);"));
+  CHECK_FALSE(contains(late, "_early"));
+  spec.early_columns = true;
+  REQUIRE(tilenorm::can_fetch_columns_early(lowered("layer_norm"), spec));
+  const auto early = tilenorm::generate_cuda(lowered("layer_norm"), spec);
+  CHECK(early.early_columns);
+  // Fetched once per CTA, before the row loop; unpacked where the output pass reads them.
+  const std::size_t fetch = early.source.find(
+      "col4_early[it] = tn::fetch_chunk<tn::bf16, VEC, N>(p_weight, (it * TPR + lane) * VEC);");
+  const std::size_t loop = early.source.find("for (long long block = blockIdx.x;");
+  REQUIRE(fetch != std::string::npos);
+  REQUIRE(loop != std::string::npos);
+  CHECK(fetch < loop);
+  CHECK(contains(early.source, "col5_early[it] = tn::fetch_chunk<tn::bf16, VEC, N>(p_bias,"));
+  CHECK(contains(early.source, "tn::unpack_chunk<tn::bf16, VEC>(col4_early[it], col4);"));
+  CHECK_FALSE(contains(early.source, "tn::load_chunk<tn::bf16, VEC, N>(p_weight"));
+  // Nowhere else: a program without column parameters, persistent or peeled kernels, clusters.
+  const std::string problem =
+      "early_columns (column parameters fetched before the row loop) needs aligned rows (no "
+      "peel_rows) of one CTA each (ctas_per_row 1) in row_storage registers, a kernel that is not "
+      "persistent, and a program that reads a column parameter";
+  auto early_problem = [](const char* kernel, KernelConfig c, bool peel) {
+    KernelSpec s{DType::bf16, DType::bf16, 4096, c, peel};
+    s.early_columns = true;
+    return tilenorm::config_problem(lowered(kernel), s).value_or("");
+  };
+  CHECK(early_problem("rms_norm", config(128, 1, 8, RowStorage::registers), false).empty());
+  CHECK(early_problem("rms_norm_no_weight", config(128, 1, 8, RowStorage::registers), false) ==
+        problem);
+  CHECK(early_problem("rms_norm", config(128, 1, 8, RowStorage::registers), true) == problem);
+  CHECK(early_problem("rms_norm", config(128, 1, 8, RowStorage::prefetched), false) == problem);
+  CHECK(early_problem("rms_norm", config(128, 1, 8, RowStorage::shared), false) == problem);
+  CHECK(early_problem("rms_norm_backward", config(128, 1, 8, RowStorage::registers), false) ==
+        problem);
+  KernelConfig clustered = config(64, 1, 8, RowStorage::registers);
+  clustered.ctas_per_row = 2;
+  CHECK(early_problem("rms_norm", clustered, false) == problem);
+}
+
 TEST_CASE("codegen: a pipelined cluster kernel pushes a row block before finishing the last") {
   KernelConfig pipelined = config(256, 1, 8, RowStorage::pipelined);
   pipelined.ctas_per_row = 8;

@@ -420,6 +420,36 @@ TEST_CASE("cli: peeled row shifts by name, and what to write otherwise") {
   }
 }
 
+TEST_CASE("cli: early columns by name, and what to write otherwise") {
+  using tilenorm::EarlyColumns;
+  using tilenorm::cli::parse_early_columns;
+  for (EarlyColumns early : {EarlyColumns::automatic, EarlyColumns::never, EarlyColumns::always})
+    CHECK(parse_early_columns("--early-columns", tilenorm::early_columns_name(early)) == early);
+  try {
+    parse_early_columns("--early-columns", "yes");
+    FAIL("no UsageError");
+  } catch (const tilenorm::UsageError& e) {
+    CHECK(std::string(e.what()) == "--early-columns must be auto, never or always, got 'yes'");
+  }
+}
+
+TEST_CASE("early_columns_pay: few parameter vectors, or every row block resident at once") {
+  using tilenorm::early_columns_pay;
+  constexpr int kSms = 132, kRegisters = 65536;
+  // Up to five vectors per thread, whatever the rows.
+  CHECK(early_columns_pay(5, 1 << 20, 128, kSms, kRegisters));
+  CHECK(early_columns_pay(4, 1 << 20, 1024, kSms, kRegisters));
+  // More: only where the row blocks fit at 255 registers per thread. CTAs of 128 threads then
+  // fit twice per SM (264 on 132 SMs); CTAs of 1024 threads once, though no such CTA can take
+  // 255 registers.
+  CHECK(early_columns_pay(8, 264, 128, kSms, kRegisters));
+  CHECK_FALSE(early_columns_pay(8, 265, 128, kSms, kRegisters));
+  CHECK(early_columns_pay(8, 132, 1024, kSms, kRegisters));
+  CHECK_FALSE(early_columns_pay(8, 133, 1024, kSms, kRegisters));
+  CHECK(early_columns_pay(6, 1056, 32, kSms, kRegisters));
+  CHECK_FALSE(early_columns_pay(6, 1057, 32, kSms, kRegisters));
+}
+
 TEST_CASE("device limits: a table of known GPUs drives the search space without a GPU") {
   const auto& l40s = tilenorm::known_device("l40s");
   CHECK(l40s.name == "L40S");

@@ -61,6 +61,8 @@ RowStorage parse_row_storage(std::string_view flag, std::string_view text);
 
 // "auto", "per-thread" or "per-row" (peeled_row_shifts_name); otherwise a UsageError.
 PeeledRowShifts parse_peeled_row_shifts(std::string_view flag, std::string_view text);
+// "auto", "never" or "always" (early_columns_name); otherwise a UsageError naming them.
+EarlyColumns parse_early_columns(std::string_view flag, std::string_view text);
 
 // A built-in kernel's name; otherwise a UsageError listing the names.
 std::string parse_kernel_name(std::string_view flag, std::string_view text);

@@ -87,7 +87,22 @@ struct KernelSpec {
   // by word at each row's shift. The runtime asks for it where whole periods would leave many
   // resident row blocks idle. Part of the generated code's identity.
   bool shift_per_row = false;
+  // The column parameters are fetched into registers before the row loop (only where
+  // can_fetch_columns_early()), so that the output pass does not wait on a second memory round
+  // trip after the row's reductions; that costs registers (a 16-bit LayerNorm's two parameters
+  // at four vectors per thread: 64 -> 96). The runtime asks for it where few parameter vectors
+  // are held, or where every row block is resident at once (small M). Part of the generated
+  // code's identity.
+  bool early_columns = false;
 };
+
+// Whether `spec` may take KernelSpec::early_columns: aligned rows of one CTA each, kept in
+// registers, by a kernel that is not persistent and reads a column parameter.
+bool can_fetch_columns_early(const LoweredProgram& program, const KernelSpec& spec);
+
+// The 16-byte (or narrower) vectors of column parameters that each thread of `spec` holds when
+// it fetches them early.
+std::int64_t early_column_vectors(const LoweredProgram& program, const KernelSpec& spec);
 
 // Whether `spec` may take KernelSpec::shift_per_row: a peeled forward that prefetches one row
 // per CTA (or cluster). A backward keeps one shift per CTA: its column partial sums are kept per
@@ -187,6 +202,8 @@ struct GeneratedKernel {
   // A persistent kernel on peeled rows that finds each row's shift anew (shift_per_row), so
   // its grid need not hold whole periods of the rows' shifts (peeled_grid in the runtime).
   bool shift_per_row = false;
+  // The column parameters are fetched before the row loop (KernelSpec::early_columns).
+  bool early_columns = false;
   // The CTAs per SM the generator asks ptxas to fit (staged rows), or 0.
   int min_ctas_per_sm = 0;
 };

@@ -64,6 +64,25 @@ inline constexpr std::int64_t kFoldShare = 32;
 bool folding_pays(std::int64_t partial_bytes_per_column, std::int64_t rows,
                   std::int64_t row_bytes_per_column);
 
+// Whether a kernel that can fetch its column parameters before the row loop
+// (KernelSpec::early_columns) should, given the vectors of them each thread would hold: where
+// they are at most kEarlyColumnVectors, or where the launch's row blocks are all resident at
+// once even at the most registers a thread can take (small M, such as decoding), so that the
+// registers they hold cost no occupancy that hides anything. On the H200 (bf16, M = 2^26 / N,
+// thirty-fourth session) early parameters gained 0.1-2.2 points of the copy ceiling with four
+// or five vectors (RMSNorm N = 128-16384, LayerNorm 128 and 512) and lost 1-25 with eight
+// (LayerNorm 1024-16384: 64 -> 96 registers at 4096, one CTA per SM instead of two at 16384);
+// at M = 1-256, N = 4096, they cut the kernel from 1.35-1.83x a copy of the same bytes to
+// 1.14-1.51x.
+inline constexpr std::int64_t kEarlyColumnVectors = 5;
+bool early_columns_pay(std::int64_t column_vectors, std::int64_t row_blocks, int threads_per_block,
+                       int multiprocessors, int registers_per_multiprocessor);
+// The automatic choice for a launch of `spec` over `rows` rows on `device`: where
+// can_fetch_columns_early() and early_columns_pay() for the rows' M bucket (the runtime caches
+// kernels per bucket, and the tuner compiles what the runtime will launch).
+bool fetches_columns_early(const LoweredProgram& program, const KernelSpec& spec, std::int64_t rows,
+                           const driver::DeviceInfo& device);
+
 // The widest vector (elements) whose accesses stay within 16 bytes for these dtypes.
 int widest_vec(DType io_dtype, DType param_dtype);
 

@@ -75,6 +75,8 @@ struct LaunchGrid {
   // Peeled rows, each found at its own shift (KernelSpec::shift_per_row): the grid of a
   // persistent kernel then need not hold whole periods of the rows' shifts.
   bool shift_per_row = false;
+  // The column parameters are fetched before the row loop (KernelSpec::early_columns).
+  bool early_columns = false;
 };
 
 class Runtime;
@@ -130,6 +132,16 @@ enum class PeeledRowShifts {
 // "auto", "per-thread", "per-row".
 std::string_view peeled_row_shifts_name(PeeledRowShifts shifts);
 
+// Whether kernels that can fetch their column parameters before the row loop do
+// (KernelSpec::early_columns).
+enum class EarlyColumns {
+  automatic,  // where early_columns_pay() says so
+  never,
+  always,  // wherever the kernel can
+};
+// "auto", "never", "always".
+std::string_view early_columns_name(EarlyColumns early);
+
 struct RuntimeOptions {
   int device = 0;
   bool use_tuning_database = true;  // false: always the heuristic (for comparisons)
@@ -140,6 +152,8 @@ struct RuntimeOptions {
   bool fold_partials = true;
   // automatic, unless comparing the two ways (per_thread, per_row).
   PeeledRowShifts peeled_row_shifts = PeeledRowShifts::automatic;
+  // automatic, unless comparing the two ways (never, always).
+  EarlyColumns early_columns = EarlyColumns::automatic;
 };
 
 class Runtime {
