@@ -478,7 +478,9 @@ __device__ __forceinline__ Raw funnel_bytes(Raw lo, Raw hi, int shift) {
 // chunk-major, a chunk was either two aligned vectors and a barrel of selects (LayerNorm bf16
 // N = 131071: 50.6 M instructions against 38.1 M at one shift per thread) or its words read
 // 4-way conflicted, which measured slower still (N = 262143 69.7 -> 60.8% of the copy in bf16,
-// 85.2 -> 70.7% in fp32; H200, thirty-third session).
+// 85.2 -> 70.7% in fp32; H200, thirty-third session). Word-major against two vectors and
+// selects (thirty-fourth session, each row at its own shift): LayerNorm bf16 N = 65537 75.3 ->
+// 78.9%, 131071 71.3 -> 75.0%, 262143 69.3 -> 75.1%; RMSNorm and fp32 within -0.1 to +1.0.
 template <class T, int V, int TPR>
 __device__ __forceinline__ void store_stash_chunk_words(
     T* stash, int it, int k, typename RawVector<sizeof(T) * V>::type raw) {
