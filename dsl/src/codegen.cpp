@@ -1072,7 +1072,7 @@ class Emitter {
   }
 
   // KernelSpec::early_columns: each column parameter's chunks of this thread, fetched raw once
-  // per CTA while the first row's loads are in flight.
+  // per CTA before the row loop, so that they are in flight with the first row's loads.
   void emit_early_columns() {
     for (std::size_t i = 0; i < p_.slots.size(); ++i) {
       const ir::Slot& s = p_.slots[i];

@@ -116,12 +116,10 @@ bool early_columns_pay(std::int64_t column_vectors, std::int64_t row_blocks, int
 
 bool fetches_columns_early(const LoweredProgram& program, const KernelSpec& spec, std::int64_t rows,
                            const driver::DeviceInfo& device) {
-  KernelSpec early = spec;
-  early.early_columns = true;
-  if (!can_fetch_columns_early(program, early)) return false;
+  if (!can_fetch_columns_early(program, spec)) return false;
   const std::int64_t rows_per_cta = spec.config.rows_per_cta;
   const std::int64_t row_blocks = (m_bucket(rows) + rows_per_cta - 1) / rows_per_cta;
-  return early_columns_pay(early_column_vectors(program, early), row_blocks,
+  return early_columns_pay(early_column_vectors(program, spec), row_blocks,
                            spec.config.threads_per_row * spec.config.rows_per_cta,
                            device.multiprocessors, device.registers_per_multiprocessor);
 }

@@ -632,11 +632,8 @@ struct Norm::State {
     switch (runtime->options.early_columns) {
       case EarlyColumns::never:
         return false;
-      case EarlyColumns::always: {
-        KernelSpec early = spec;
-        early.early_columns = true;
-        return can_fetch_columns_early(lowered, early);
-      }
+      case EarlyColumns::always:
+        return can_fetch_columns_early(lowered, spec);
       case EarlyColumns::automatic:
         break;
     }

@@ -389,8 +389,7 @@ TEST_CASE("launch_grid reports column parameters fetched early where the rule ta
       CAPTURE(m);
       const tilenorm::BoundArgs bound = args(norm, m);
       const tilenorm::ResolvedConfig resolved = norm.resolve(bound);
-      tilenorm::KernelSpec spec{DType::bf16, DType::bf16, 4096, resolved.config};
-      spec.early_columns = true;
+      const tilenorm::KernelSpec spec{DType::bf16, DType::bf16, 4096, resolved.config};
       REQUIRE(tilenorm::can_fetch_columns_early(lowered, spec));
       const tilenorm::LaunchGrid grid = norm.launch_grid(bound);
       const std::int64_t row_blocks =

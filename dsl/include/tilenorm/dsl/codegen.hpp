@@ -96,8 +96,9 @@ struct KernelSpec {
   bool early_columns = false;
 };
 
-// Whether `spec` may take KernelSpec::early_columns: aligned rows of one CTA each, kept in
-// registers, by a kernel that is not persistent and reads a column parameter.
+// Whether `spec` may take KernelSpec::early_columns (whatever it holds now): aligned rows of
+// one CTA each, kept in registers, by a kernel that is not persistent and reads a column
+// parameter.
 bool can_fetch_columns_early(const LoweredProgram& program, const KernelSpec& spec);
 
 // The 16-byte (or narrower) vectors of column parameters that each thread of `spec` holds when
