@@ -75,6 +75,15 @@ std::string problem(const std::string& kernel, DType dtype, std::int64_t n,
   return tilenorm::config_problem(lowered(kernel), {dtype, dtype, n, config}).value_or("");
 }
 
+// The problem with a bf16 spec of `kernel` whose variant flag `flag` (such as
+// &KernelSpec::shift_per_row) is set.
+std::string flagged_problem(const char* kernel, std::int64_t n, const KernelConfig& config,
+                            bool peel, bool KernelSpec::*flag) {
+  KernelSpec spec{DType::bf16, DType::bf16, n, config, peel};
+  spec.*flag = true;
+  return tilenorm::config_problem(lowered(kernel), spec).value_or("");
+}
+
 // The declarations of the parameters of the kernel called `name`, in source order.
 std::vector<std::string> declared_parameters(const std::string& source, const std::string& name) {
   const std::string opening = "\n" + name + "(";
@@ -558,9 +567,7 @@ TEST_CASE("codegen: column parameters fetched before the row loop, where a kerne
       "peel_rows) of one CTA each (ctas_per_row 1) in row_storage registers, a kernel that is not "
       "persistent, and a program that reads a column parameter";
   auto early_problem = [](const char* kernel, KernelConfig c, bool peel) {
-    KernelSpec s{DType::bf16, DType::bf16, 4096, c, peel};
-    s.early_columns = true;
-    return tilenorm::config_problem(lowered(kernel), s).value_or("");
+    return flagged_problem(kernel, 4096, c, peel, &KernelSpec::early_columns);
   };
   CHECK(early_problem("rms_norm", config(128, 1, 8, RowStorage::registers), false).empty());
   CHECK(early_problem("rms_norm_no_weight", config(128, 1, 8, RowStorage::registers), false) ==
@@ -984,9 +991,7 @@ TEST_CASE("codegen: config_problem names what is wrong with a configuration") {
       "shift_per_row (each peeled row at its own shift) needs peel_rows, row_storage prefetched, "
       "rows_per_cta 1 and a program that does not sum across rows (a forward)";
   auto per_row = [](const char* kernel, KernelConfig c, bool peel) {
-    KernelSpec spec{DType::bf16, DType::bf16, 4097, c, peel};
-    spec.shift_per_row = true;
-    return tilenorm::config_problem(lowered(kernel), spec).value_or("");
+    return flagged_problem(kernel, 4097, c, peel, &KernelSpec::shift_per_row);
   };
   CHECK(per_row("rms_norm", config(128, 1, 8, RowStorage::prefetched), true).empty());
   CHECK(per_row("rms_norm", config(128, 1, 8, RowStorage::prefetched), false) == per_row_problem);
