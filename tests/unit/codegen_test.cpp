@@ -1752,6 +1752,12 @@ TEST_CASE("codegen: every built-in kernel compiles for the other supported archi
     // fp16 forwards on one CTA per row: their words convert in the prelude's asm block.
     for (const char* name : {"layer_norm", "rms_norm"})
       jobs.push_back({name, arch, heuristic_spec(lowered(name), DType::f16, 4096, limits)});
+    // Column parameters fetched before the row loop (what the runtime launches at small M).
+    for (const char* name : {"layer_norm", "rms_norm"}) {
+      KernelSpec early = heuristic_spec(lowered(name), DType::bf16, 4096, limits);
+      early.early_columns = true;
+      jobs.push_back({name, arch, early});
+    }
     // Clusters (sm_90 and later): a long row split across 8 CTAs, forward and backward, and an
     // fp16 forward (whose words convert one half at a time there).
     if (!arch.starts_with("sm_8")) {
@@ -1759,6 +1765,13 @@ TEST_CASE("codegen: every built-in kernel compiles for the other supported archi
         jobs.push_back({name, arch, heuristic_spec(lowered(name), DType::bf16, 65536)});
       jobs.push_back(
           {"layer_norm", arch, heuristic_spec(lowered("layer_norm"), DType::f16, 65536)});
+      // Misaligned long rows, each at its own shift (a word-major copy of the parameters).
+      const tilenorm::KernelConfig peeled =
+          tilenorm::heuristic_config(lowered("layer_norm"), DType::bf16, DType::bf16, 262143,
+                                     tilenorm::DeviceLimits::hopper(), 8, true);
+      KernelSpec per_row{DType::bf16, DType::bf16, 262143, peeled, true};
+      per_row.shift_per_row = true;
+      jobs.push_back({"layer_norm", arch, per_row});
     }
   }
   const auto results = compile_all(jobs);
