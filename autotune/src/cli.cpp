@@ -5,6 +5,9 @@
 #include <cstdio>
 #include <exception>
 #include <iostream>
+#include <string>
+#include <type_traits>
+#include <vector>
 
 #include "tilenorm/kernels/programs.hpp"
 #include "tilenorm/runtime/driver.hpp"
@@ -97,32 +100,44 @@ DTypeChoice parse_dtype_choice(std::string_view flag, std::string_view text) {
   }
 }
 
-RowStorage parse_row_storage(std::string_view flag, std::string_view text) {
+namespace {
+
+// The one of `choices` that `name` calls `text`; otherwise a UsageError listing the names.
+template <class Choice>
+Choice parse_named(std::string_view flag, std::string_view text,
+                   const std::vector<std::type_identity_t<Choice>>& choices,
+                   std::string_view (*name)(Choice)) {
   std::string names;
-  for (int value = 0; value < kRowStorageCount; ++value) {
-    const auto storage = static_cast<RowStorage>(value);
-    if (row_storage_name(storage) == text) return storage;
-    names += std::string(value == 0                      ? ""
-                         : value + 1 == kRowStorageCount ? " or "
-                                                         : ", ") +
-             std::string(row_storage_name(storage));
+  for (std::size_t i = 0; i < choices.size(); ++i) {
+    if (name(choices[i]) == text) return choices[i];
+    names += std::string(i == 0                    ? ""
+                         : i + 1 == choices.size() ? " or "
+                                                   : ", ") +
+             std::string(name(choices[i]));
   }
   throw UsageError(std::string(flag) + " must be " + names + ", got " + quoted(text));
 }
 
+}  // namespace
+
+RowStorage parse_row_storage(std::string_view flag, std::string_view text) {
+  std::vector<RowStorage> storages;
+  for (int value = 0; value < kRowStorageCount; ++value)
+    storages.push_back(static_cast<RowStorage>(value));
+  return parse_named(flag, text, storages, row_storage_name);
+}
+
 PeeledRowShifts parse_peeled_row_shifts(std::string_view flag, std::string_view text) {
-  for (PeeledRowShifts shifts :
-       {PeeledRowShifts::automatic, PeeledRowShifts::per_thread, PeeledRowShifts::per_row}) {
-    if (peeled_row_shifts_name(shifts) == text) return shifts;
-  }
-  throw UsageError(std::string(flag) + " must be auto, per-thread or per-row, got " + quoted(text));
+  return parse_named(
+      flag, text,
+      {PeeledRowShifts::automatic, PeeledRowShifts::per_thread, PeeledRowShifts::per_row},
+      peeled_row_shifts_name);
 }
 
 EarlyColumns parse_early_columns(std::string_view flag, std::string_view text) {
-  for (EarlyColumns early : {EarlyColumns::automatic, EarlyColumns::never, EarlyColumns::always}) {
-    if (early_columns_name(early) == text) return early;
-  }
-  throw UsageError(std::string(flag) + " must be auto, never or always, got " + quoted(text));
+  return parse_named(flag, text,
+                     {EarlyColumns::automatic, EarlyColumns::never, EarlyColumns::always},
+                     early_columns_name);
 }
 
 std::string parse_kernel_name(std::string_view flag, std::string_view text) {

@@ -325,7 +325,7 @@ std::int64_t held_registers(const LoweredProgram& lp, const KernelSpec& spec) {
   if (spec.peel_rows) {
     peel_registers = 8;
     for (const ir::Slot& slot : lp.program.slots) {
-      if (slot.role == ir::Role::read && slot.shape == ir::Shape::column)
+      if (reads_column(slot))
         peel_registers += 2 * c.vec *
                           static_cast<std::int64_t>(dtype_size(
                               ir::storage_dtype(slot, spec.io_dtype, spec.param_dtype))) /
@@ -406,7 +406,7 @@ std::size_t column_stash_bytes(const LoweredProgram& lp, const KernelSpec& spec)
   const std::int64_t extra_columns = column_stash_columns(spec) - columns;
   std::int64_t bytes = 0, extra = 0;
   for (const ir::Slot& slot : lp.program.slots) {
-    if (slot.role != ir::Role::read || slot.shape != ir::Shape::column) continue;
+    if (!reads_column(slot)) continue;
     const auto size = static_cast<std::int64_t>(
         dtype_size(ir::storage_dtype(slot, spec.io_dtype, spec.param_dtype)));
     bytes += columns * size;
@@ -866,7 +866,7 @@ class Emitter {
     out_ << "  // Column parameters, read for every row: copied to shared memory once.\n";
     for (std::size_t i = 0; i < p_.slots.size(); ++i) {
       const ir::Slot& s = p_.slots[i];
-      if (s.role != ir::Role::read || s.shape != Shape::column) continue;
+      if (!reads_column(s)) continue;
       const std::string t = slot_type(s);
       out_ << "  " << t << "* tn_col" << i << " = reinterpret_cast<" << t << "*>(tn_dynamic_smem + "
            << offset << ");\n";
