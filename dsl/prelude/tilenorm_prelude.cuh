@@ -618,6 +618,22 @@ __device__ __forceinline__ float identity() {
   return Op == kSum ? 0.0f : (Op == kMax ? -positive_infinity() : positive_infinity());
 }
 
+// A thread accumulates a reduction into L independent lanes (column v into lane v % L), so
+// that its adds form L short chains instead of one chain as long as its columns, and folds
+// them pairwise at the end of the pass.
+template <int Op, int L>
+__device__ __forceinline__ void fill_identity(float (&lanes)[L]) {
+#pragma unroll
+  for (int l = 0; l < L; ++l) lanes[l] = identity<Op>();
+}
+
+template <int Op, int L>
+__device__ __forceinline__ float fold_lanes(const float (&lanes)[L]) {
+  static_assert(L == 2 || L == 4, "two or four lanes");
+  if constexpr (L == 2) return combine<Op>(lanes[0], lanes[1]);
+  else return combine<Op>(combine<Op>(lanes[0], lanes[1]), combine<Op>(lanes[2], lanes[3]));
+}
+
 // All-reduce across aligned groups of Width lanes of a warp (Width a power of two <= 32).
 template <int Op, int Width>
 __device__ __forceinline__ float group_allreduce(float v) {

@@ -1295,15 +1295,18 @@ class Emitter {
                         : "Pass for reduction phase " + std::to_string(phase) + ".")
          << "\n";
     for (NodeId r : reductions) {
+      const std::string id = std::to_string(r);
       if (is_comoment(r)) {
         out_ << "  tn::Comoment acc" << r << " = tn::comoment_identity();\n"
-             << "  float cm" << r << "_sum_a = 0.0f"
-             << (one_sum(r) ? "" : ", cm" + std::to_string(r) + "_sum_b = 0.0f")
-             << (centers_on_warp_average() ? ", cm" + std::to_string(r) + "_n = 0.0f" : "")
-             << ";\n";
-      } else {
+             << "  float " << lanes_declaration("cm" + id + "_sum_a")
+             << (one_sum(r) ? "" : ", " + lanes_declaration("cm" + id + "_sum_b"))
+             << (centers_on_warp_average() ? ", cm" + id + "_n = 0.0f" : "") << ";\n";
+      } else if (accumulator_lanes() == 1) {
         out_ << "  float acc" << r << " = tn::identity<" << reduce_op_constant(g_.node(r).op)
              << ">();\n";
+      } else {
+        out_ << "  float acc" << r << "_lanes[" << accumulator_lanes() << "];\n  tn::fill_identity<"
+             << reduce_op_constant(g_.node(r).op) << ">(acc" << r << "_lanes);\n";
       }
     }
     const bool unroll_fully =
@@ -1367,6 +1370,7 @@ class Emitter {
     }
     note_pass_inputs(nodes, final_pass);
     if (final_pass) return;
+    emit_lane_folds(reductions);
     emit_centering_pass(reductions);
     emit_row_reduction(reductions, lp_.reduction_phases[phase]);
   }
@@ -1386,15 +1390,17 @@ class Emitter {
       if (is_comoment(r)) {
         // The first of a co-moment's two passes over this thread's columns: their sums.
         const std::string c = "cm" + std::to_string(r);
-        out_ << "        " << mask << "{\n          " << c << "_sum_a += " << ref(n.args[0])
-             << ";\n"
-             << (one_sum(r) ? "" : "          " + c + "_sum_b += " + ref(n.args[1]) + ";\n")
+        out_ << "        " << mask << "{\n          " << lane(c + "_sum_a")
+             << " += " << ref(n.args[0]) << ";\n"
+             << (one_sum(r) ? ""
+                            : "          " + lane(c + "_sum_b") + " += " + ref(n.args[1]) + ";\n")
              << (centers_on_warp_average() ? "          " + c + "_n += 1.0f;\n" : "")
              << "        }\n";
         continue;
       }
-      out_ << "        " << mask << "acc" << r << " = tn::combine<" << reduce_op_constant(n.op)
-           << ">(acc" << r << ", " << ref(n.args[0]) << ");\n";
+      const std::string acc = lane("acc" + std::to_string(r));
+      out_ << "        " << mask << acc << " = tn::combine<" << reduce_op_constant(n.op) << ">("
+           << acc << ", " << ref(n.args[0]) << ");\n";
     }
     for (std::size_t k = 0; k < column_sums.size(); ++k) {
       const NodeId r = column_sums[k];
@@ -1563,6 +1569,10 @@ class Emitter {
       if (one_average) out_ << "  " << acc << ".avg_b = " << acc << ".avg_a;\n";
     }
     const std::vector<NodeId> nodes = element_nodes(roots);
+    if (accumulator_lanes() > 1) {
+      for (NodeId r : comoments)
+        out_ << "  float " << lanes_declaration("acc" + std::to_string(r) + "_c") << ";\n";
+    }
     const bool unroll_fully = rows_in_registers(storage_) || geo_.iters <= 4;
     out_ << (unroll_fully ? "#pragma unroll\n" : "#pragma unroll 4\n")
          << "  for (int it = 0; it < ITERS; ++it) {\n"
@@ -1580,12 +1590,19 @@ class Emitter {
       emit_centered_products(comoments, "");
       out_ << "      }\n    }\n  }\n";
     }
+    if (accumulator_lanes() == 1) return;
+    for (NodeId r : comoments) {
+      out_ << "  acc" << r << ".c = tn::fold_lanes<tn::kSum, " << accumulator_lanes() << ">(acc"
+           << r << "_c_lanes);\n";
+    }
   }
   void emit_centered_products(const std::vector<NodeId>& comoments, const std::string& mask) {
     for (NodeId r : comoments) {
       const Node& n = g_.node(r);
-      out_ << "        " << mask << "acc" << r << ".c += (" << ref(n.args[0]) << " - acc" << r
-           << ".avg_a) * (" << ref(n.args[1]) << " - acc" << r << ".avg_b);\n";
+      const std::string acc = "acc" + std::to_string(r);
+      out_ << "        " << mask << (accumulator_lanes() == 1 ? acc + ".c" : lane(acc + "_c"))
+           << " += (" << ref(n.args[0]) << " - " << acc << ".avg_a) * (" << ref(n.args[1]) << " - "
+           << acc << ".avg_b);\n";
     }
   }
 
@@ -1626,6 +1643,51 @@ class Emitter {
   }
 
   bool is_comoment(NodeId r) const { return g_.node(r).op == Op::comoment; }
+
+  // A thread accumulates each reduction of a pass in this many lanes (column v into lane
+  // v % lanes), so that its adds form short independent chains instead of one as long as its
+  // columns. Only kernels that fetch their columns early (the latency-bound ones: few rows, or
+  // few vectors per thread) and hold 32 columns or more per thread: there, LayerNorm bf16
+  // N = 4096 at M = 1-256 measured 2.37 -> 2.30 us. Everywhere, the lanes moved other kernels
+  // by -15 to +5 points of the copy (ptxas scheduled them differently; thirty-fifth session,
+  // call 1), with no rule by storage or pass.
+  int accumulator_lanes() const {
+    const bool long_chain = geo_.iters * spec_.config.vec >= 32;
+    return spec_.early_columns && long_chain ? std::min(spec_.config.vec, 4) : 1;
+  }
+
+  // Accumulator `base`'s lane for column v of a chunk (the accumulator itself with one lane).
+  std::string lane(const std::string& base) const {
+    return accumulator_lanes() == 1
+               ? base
+               : base + "_lanes[v % " + std::to_string(accumulator_lanes()) + "]";
+  }
+
+  // The declaration, zeroed, of sum `base` (its lanes).
+  std::string lanes_declaration(const std::string& base) const {
+    return accumulator_lanes() == 1
+               ? base + " = 0.0f"
+               : base + "_lanes[" + std::to_string(accumulator_lanes()) + "] = {}";
+  }
+
+  // Defines each accumulator of a pass from its lanes, folded pairwise.
+  void emit_lane_folds(const std::vector<NodeId>& reductions) {
+    const int lanes = accumulator_lanes();
+    if (lanes == 1) return;
+    for (NodeId r : reductions) {
+      const std::string id = std::to_string(r);
+      if (!is_comoment(r)) {
+        out_ << "  float acc" << r << " = tn::fold_lanes<" << reduce_op_constant(g_.node(r).op)
+             << ", " << lanes << ">(acc" << r << "_lanes);\n";
+        continue;
+      }
+      for (const char* side : {"a", "b"}) {
+        if (one_sum(r) && side[0] == 'b') continue;
+        out_ << "  const float cm" << id << "_sum_" << side << " = tn::fold_lanes<tn::kSum, "
+             << lanes << ">(cm" << id << "_sum_" << side << "_lanes);\n";
+      }
+    }
+  }
 
   // Combines the accumulators of a phase's `reductions` across the row, then defines every
   // reduction of the phase. A pipelined kernel's pass stops at pushing them to the cluster.
