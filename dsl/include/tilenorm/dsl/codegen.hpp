@@ -91,8 +91,9 @@ struct KernelSpec {
   // can_fetch_columns_early()), so that the output pass does not wait on a second memory round
   // trip after the row's reductions; that costs registers (a 16-bit LayerNorm's two parameters
   // at four vectors per thread: 64 -> 96). The runtime asks for it where few parameter vectors
-  // are held, or where every row block is resident at once (small M). Part of the generated
-  // code's identity.
+  // are held, or where every row block is resident at once (small M). Such a kernel, being
+  // latency-bound, also accumulates each row reduction in four lanes where a thread holds 32
+  // columns or more (shorter chains of dependent adds). Part of the generated code's identity.
   bool early_columns = false;
 };
 
