@@ -602,12 +602,15 @@ TEST_CASE("codegen: latency-bound kernels accumulate their row reductions in lan
   CHECK(fold < warp);
   // A co-moment's sums and its centered products alike.
   const std::string ln = generated("layer_norm", DType::bf16, 4096, decode, true);
-  CHECK(contains(ln, "float cm4_sum_a_lanes[4] = {}, cm4_sum_b_lanes[4] = {};"));
-  CHECK(contains(ln, "cm4_sum_a_lanes[v % 4] += in0[v];"));
-  CHECK(contains(ln, "const float cm4_sum_a = tn::fold_lanes<tn::kSum, 4>(cm4_sum_a_lanes);"));
-  CHECK(contains(ln, "float acc4_c_lanes[4] = {};"));
-  CHECK(contains(ln, "acc4_c_lanes[v % 4] += (in0[v] - acc4.avg_a) * (in0[v] - acc4.avg_b);"));
-  CHECK(contains(ln, "acc4.c = tn::fold_lanes<tn::kSum, 4>(acc4_c_lanes);"));
+  for (const char* line : {"float cm4_sum_a_lanes[4] = {}, cm4_sum_b_lanes[4] = {};",
+                           "cm4_sum_a_lanes[v % 4] += in0[v];",
+                           "const float cm4_sum_a = tn::fold_lanes<tn::kSum, 4>(cm4_sum_a_lanes);",
+                           "float acc4_c_lanes[4] = {};",
+                           "acc4_c_lanes[v % 4] += (in0[v] - acc4.avg_a) * (in0[v] - acc4.avg_b);",
+                           "acc4.c = tn::fold_lanes<tn::kSum, 4>(acc4_c_lanes);"}) {
+    CAPTURE(line);
+    CHECK(contains(ln, line));
+  }
   // Two lanes for vectors of two; one accumulator for scalar columns, for kernels that fetch
   // their columns in the row loop, and for threads of fewer than 32 columns.
   CHECK(contains(
