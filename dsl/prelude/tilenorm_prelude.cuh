@@ -630,8 +630,10 @@ __device__ __forceinline__ void fill_identity(float (&lanes)[L]) {
 template <int Op, int L>
 __device__ __forceinline__ float fold_lanes(const float (&lanes)[L]) {
   static_assert(L == 2 || L == 4, "two or four lanes");
-  if constexpr (L == 2) return combine<Op>(lanes[0], lanes[1]);
-  else return combine<Op>(combine<Op>(lanes[0], lanes[1]), combine<Op>(lanes[2], lanes[3]));
+  if constexpr (L == 2)
+    return combine<Op>(lanes[0], lanes[1]);
+  else
+    return combine<Op>(combine<Op>(lanes[0], lanes[1]), combine<Op>(lanes[2], lanes[3]));
 }
 
 // All-reduce across aligned groups of Width lanes of a warp (Width a power of two <= 32).
