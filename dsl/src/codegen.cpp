@@ -1592,8 +1592,8 @@ class Emitter {
     }
     if (accumulator_lanes() == 1) return;
     for (NodeId r : comoments) {
-      out_ << "  acc" << r << ".c = tn::fold_lanes<tn::kSum, " << accumulator_lanes() << ">(acc"
-           << r << "_c_lanes);\n";
+      const std::string acc = "acc" + std::to_string(r);
+      out_ << "  " << acc << ".c = " << folded_lanes(acc + "_c", "tn::kSum") << ";\n";
     }
   }
   void emit_centered_products(const std::vector<NodeId>& comoments, const std::string& mask) {
@@ -1670,22 +1670,28 @@ class Emitter {
                : base + "_lanes[" + std::to_string(accumulator_lanes()) + "] = {}";
   }
 
-  // Defines each accumulator of a pass from its lanes, folded pairwise.
+  // Accumulator `base`'s lanes folded pairwise with `op` (a tn::ReduceOp constant).
+  std::string folded_lanes(const std::string& base, const std::string& op) const {
+    return "tn::fold_lanes<" + op + ", " + std::to_string(accumulator_lanes()) + ">(" + base +
+           "_lanes)";
+  }
+
+  // Defines each accumulator of a pass from its lanes.
   void emit_lane_folds(const std::vector<NodeId>& reductions) {
-    const int lanes = accumulator_lanes();
-    if (lanes == 1) return;
+    if (accumulator_lanes() == 1) return;
     for (NodeId r : reductions) {
       const std::string id = std::to_string(r);
       if (!is_comoment(r)) {
-        out_ << "  float acc" << r << " = tn::fold_lanes<" << reduce_op_constant(g_.node(r).op)
-             << ", " << lanes << ">(acc" << r << "_lanes);\n";
+        out_ << "  float acc" << id << " = "
+             << folded_lanes("acc" + id, reduce_op_constant(g_.node(r).op)) << ";\n";
         continue;
       }
-      for (const char* side : {"a", "b"}) {
-        if (one_sum(r) && side[0] == 'b') continue;
-        out_ << "  const float cm" << id << "_sum_" << side << " = tn::fold_lanes<tn::kSum, "
-             << lanes << ">(cm" << id << "_sum_" << side << "_lanes);\n";
-      }
+      const std::string c = "cm" + id;
+      out_ << "  const float " << c << "_sum_a = " << folded_lanes(c + "_sum_a", "tn::kSum")
+           << ";\n";
+      if (!one_sum(r))
+        out_ << "  const float " << c << "_sum_b = " << folded_lanes(c + "_sum_b", "tn::kSum")
+             << ";\n";
     }
   }
 

@@ -412,12 +412,9 @@ TEST_CASE("cli: peeled row shifts by name, and what to write otherwise") {
     CHECK(parse_peeled_row_shifts("--row-shifts", tilenorm::peeled_row_shifts_name(shifts)) ==
           shifts);
   }
-  try {
-    parse_peeled_row_shifts("--row-shifts", "each");
-    FAIL("no UsageError");
-  } catch (const tilenorm::UsageError& e) {
-    CHECK(std::string(e.what()) == "--row-shifts must be auto, per-thread or per-row, got 'each'");
-  }
+  CHECK_THROWS_WITH_AS(parse_peeled_row_shifts("--row-shifts", "each"),
+                       "--row-shifts must be auto, per-thread or per-row, got 'each'",
+                       tilenorm::UsageError);
 }
 
 TEST_CASE("cli: early columns by name, and what to write otherwise") {
@@ -425,12 +422,9 @@ TEST_CASE("cli: early columns by name, and what to write otherwise") {
   using tilenorm::cli::parse_early_columns;
   for (EarlyColumns early : {EarlyColumns::automatic, EarlyColumns::never, EarlyColumns::always})
     CHECK(parse_early_columns("--early-columns", tilenorm::early_columns_name(early)) == early);
-  try {
-    parse_early_columns("--early-columns", "yes");
-    FAIL("no UsageError");
-  } catch (const tilenorm::UsageError& e) {
-    CHECK(std::string(e.what()) == "--early-columns must be auto, never or always, got 'yes'");
-  }
+  CHECK_THROWS_WITH_AS(parse_early_columns("--early-columns", "yes"),
+                       "--early-columns must be auto, never or always, got 'yes'",
+                       tilenorm::UsageError);
 }
 
 TEST_CASE("early_columns_pay: few parameter vectors, or every row block resident at once") {
