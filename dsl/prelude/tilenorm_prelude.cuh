@@ -99,6 +99,13 @@ __device__ __forceinline__ void store_partials(float* to, const float (&sums)[V]
   }
 }
 
+// Adds the sums of the lane `offset` away (a butterfly step: both lanes get the same bits).
+template <int V>
+__device__ __forceinline__ void add_partials_of_lane(float (&sums)[V], int offset) {
+#pragma unroll
+  for (int i = 0; i < V; ++i) sums[i] += __shfl_xor_sync(0xffffffffu, sums[i], offset);
+}
+
 // ---- Vector memory access: a chunk of V consecutive elements moves as one access of
 // V * sizeof(T) bytes (up to 16). The caller guarantees that alignment.
 template <int Bytes>

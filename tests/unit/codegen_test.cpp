@@ -626,6 +626,31 @@ TEST_CASE("codegen: latency-bound kernels accumulate their row reductions in lan
       "_lanes"));
 }
 
+TEST_CASE("codegen: a forward CTA of one aligned row does not test its row index") {
+  auto row_test = [](const char* kernel, KernelConfig c, bool peel) {
+    KernelSpec spec{DType::bf16, DType::bf16, 8192, c};
+    spec.peel_rows = peel;
+    const std::string source = tilenorm::generate_cuda(lowered(kernel), spec).source;
+    const bool constant = contains(source, "  constexpr bool row_valid = true;");
+    const bool tested = contains(source, "  const bool row_valid = row < rows;");
+    CHECK(constant != tested);  // exactly one of the two forms
+    return constant;
+  };
+  // One row per CTA, aligned, no cluster: the row loop's condition is the row's.
+  CHECK(row_test("layer_norm", config(256, 1, 8, RowStorage::registers), false));
+  CHECK(row_test("rms_norm", config(1024, 1, 8, RowStorage::global), false));
+  CHECK(row_test("rms_norm", config(128, 1, 8, RowStorage::prefetched), false));
+  // Several rows per CTA: the last block's may run past the end.
+  CHECK_FALSE(row_test("layer_norm", config(128, 2, 8, RowStorage::registers), false));
+  // Backwards, peeled rows and clusters keep the test (measured slower without it).
+  CHECK_FALSE(row_test("layer_norm_backward", config(256, 1, 8, RowStorage::staged), false));
+  CHECK_FALSE(row_test("rms_norm_backward", config(128, 1, 8, RowStorage::prefetched), false));
+  CHECK_FALSE(row_test("layer_norm", config(256, 1, 8, RowStorage::registers), true));
+  KernelConfig cluster = config(128, 1, 8, RowStorage::prefetched);
+  cluster.ctas_per_row = 4;
+  CHECK_FALSE(row_test("layer_norm", cluster, false));
+}
+
 TEST_CASE("codegen: a pipelined cluster kernel pushes a row block before finishing the last") {
   KernelConfig pipelined = config(256, 1, 8, RowStorage::pipelined);
   pipelined.ctas_per_row = 8;
@@ -691,9 +716,12 @@ TEST_CASE(
     // Both column sums load in one loop; groups add up in shared memory only when there are some.
     CHECK(contains(source, "tn::add_partials<VEC>(s"));
     CHECK(contains(source, "row + 1 * tn_columns_floats);"));
-    CHECK(contains(source, "tn_sums[2][GROUPS][COLS * VEC]") == (c.n != 262144));
-    // The groups' sums meet in a tree, log2(GROUPS) steps.
-    CHECK(contains(source, "for (int half = GROUPS / 2; half > 0; half /= 2)") == (c.n != 262144));
+    // The groups of a warp meet by shuffles, the warps' sums in shared memory (one barrier).
+    const bool grouped = c.n != 262144;
+    CHECK(contains(source, "tn::add_partials_of_lane<VEC>(s") == grouped);
+    CHECK(contains(source, "tn_sums[2][SHARED_GROUPS][COLS * VEC]") == grouped);
+    CHECK(contains(source, "for (int g = 1; g < SHARED_GROUPS; ++g)") == grouped);
+    CHECK(contains(source, "for (int half") == false);
   }
   // One column sum (RMSNorm's dweight) and no scalar sums: the finishing kernel reads one
   // stretch of the workspace and declares no stride between sums (nvcc warned of it unused).
@@ -1263,9 +1291,11 @@ TEST_CASE("codegen: with clusters, the heuristic splits long rows") {
     CHECK(split.ctas_per_row == (rms ? 16 : 8));
     CHECK(split.threads_per_row == (rms ? 64 : 128));
     CHECK(static_cast<RowStorage>(split.row_storage) == RowStorage::prefetched);
+    // At exactly 4096 vectors RMSNorm re-reads its row on one CTA of 1024 threads (see the
+    // test of that rule); LayerNorm's co-moment keeps the cluster.
     const KernelConfig at_32768 = heuristic_spec(lowered(name), DType::bf16, 32768).config;
-    CHECK(at_32768.ctas_per_row == 8);
-    CHECK(at_32768.threads_per_row == 64);
+    CHECK(at_32768.ctas_per_row == (rms ? 1 : 8));
+    CHECK(at_32768.threads_per_row == (rms ? 1024 : 64));
     if (rms) {  // peeled rows keep their clusters: of 4 at 4096 vectors, of 16 past them
       for (const auto& [n, ctas] : {std::pair{32767, 4}, std::pair{32769, 16}}) {
         CAPTURE(n);
@@ -1361,7 +1391,6 @@ TEST_CASE("codegen: forwards keep eight vectors per thread on clusters, where me
                             Expected{"layer_norm", DType::bf16, 65536, 8, 128},
                             Expected{"layer_norm", DType::bf16, 262144, 8, 512},
                             Expected{"rms_norm", DType::f32, 65536, 16, 128},
-                            Expected{"layer_norm", DType::f32, 16384, 8, 64},
                             Expected{"layer_norm", DType::f32, 65536, 8, 256},
                             Expected{"layer_norm", DType::f32, 131072, 8, 512}}) {
     CAPTURE(e.kernel);
@@ -1661,17 +1690,48 @@ TEST_CASE("codegen: the four-reduction example keeps its reductions in one phase
   }
 }
 
+TEST_CASE("codegen: forwards of four vectors per thread on 1024 threads re-read their rows") {
+  // Exactly 4096 vectors per row: one CTA of 1024 threads re-reading its row from L2 (two such
+  // CTAs fit an sm_90 SM), for one-reduction phases and 32-bit co-moments.
+  auto forward = [](const char* name, DType dtype, std::int64_t n, bool peel = false,
+                    const tilenorm::DeviceLimits& limits = tilenorm::DeviceLimits::hopper()) {
+    return tilenorm::heuristic_config(lowered(name), dtype, dtype, n, limits, 0, peel);
+  };
+  const KernelConfig reread{1024, 1, 8, static_cast<int>(RowStorage::global), 1};
+  const KernelConfig reread_f32{1024, 1, 4, static_cast<int>(RowStorage::global), 1};
+  CHECK(forward("rms_norm", DType::bf16, 32768) == reread);
+  CHECK(forward("rms_norm", DType::f16, 32768) == reread);
+  CHECK(forward("rms_norm_no_weight", DType::bf16, 32768) == reread);
+  CHECK(forward("rms_norm", DType::f32, 16384) == reread_f32);
+  CHECK(forward("layer_norm", DType::f32, 16384) == reread_f32);
+  // Not 16-bit co-moments, other row lengths, misaligned rows, backwards, phases of four
+  // reductions, or GPUs that hold one 1024-thread CTA per SM (sm_89: 1536 threads).
+  CHECK(forward("layer_norm", DType::bf16, 32768).ctas_per_row == 8);
+  CHECK(forward("rms_norm", DType::bf16, 16384).row_storage ==
+        static_cast<int>(RowStorage::registers));
+  CHECK(forward("rms_norm", DType::bf16, 65536).ctas_per_row == 16);
+  CHECK(forward("rms_norm", DType::bf16, 32768, true).row_storage !=
+        static_cast<int>(RowStorage::global));
+  CHECK(forward("rms_norm_backward", DType::bf16, 32768).row_storage !=
+        static_cast<int>(RowStorage::global));
+  CHECK(heuristic_spec(tilenorm::lower(four_reductions()), DType::bf16, 32768).config.row_storage !=
+        static_cast<int>(RowStorage::global));
+  CHECK(
+      forward("rms_norm", DType::bf16, 32768, false, tilenorm::known_device("L40S")).row_storage !=
+      static_cast<int>(RowStorage::global));
+}
+
 TEST_CASE("codegen: a phase of several reductions gets eight vectors per thread on long rows") {
   // Like a co-moment: four reductions in one phase on one CTA per row past 1024 vectors take
   // eight vectors per thread, half the threads RMSNorm's one reduction takes, and stay there
-  // at 4096 vectors, where RMSNorm takes a cluster (0 threads below).
+  // at 4096 vectors, where RMSNorm re-reads its row on 1024 threads.
   const LoweredProgram four = tilenorm::lower(four_reductions());
   const LoweredProgram rms = lowered("rms_norm");
   const std::tuple<DType, std::int64_t, int, int> shapes[] = {
       {DType::f32, 8192, 256, 512},
-      {DType::f32, 16384, 512, 0},
+      {DType::f32, 16384, 512, 1024},
       {DType::bf16, 16384, 256, 512},
-      {DType::bf16, 32768, 512, 0},
+      {DType::bf16, 32768, 512, 1024},
   };
   for (const auto& [dtype, n, four_threads, rms_threads] : shapes) {
     CAPTURE(tilenorm::dtype_name(dtype));
@@ -1680,10 +1740,8 @@ TEST_CASE("codegen: a phase of several reductions gets eight vectors per thread 
     CHECK(config.ctas_per_row == 1);
     CHECK(config.threads_per_row == four_threads);
     const KernelConfig rms_config = heuristic_spec(rms, dtype, n).config;
-    if (rms_threads == 0)
-      CHECK(rms_config.ctas_per_row > 1);
-    else
-      CHECK(rms_config.threads_per_row == rms_threads);
+    CHECK(rms_config.ctas_per_row == 1);
+    CHECK(rms_config.threads_per_row == rms_threads);
   }
   // Up to 1024 vectors, four per thread as before.
   CHECK(heuristic_spec(four, DType::bf16, 8192).config.threads_per_row == 256);

@@ -26,8 +26,8 @@ using tilenorm::RowStorage;
 // Each shape's candidates compile in well under a second each; this keeps a full tune of one
 // (kernel, dtype, N) within the budget in docs/autotuning.md. (Clusters add a knob: long rows
 // search cluster sizes beside the one-CTA shapes, and forwards' slices of eight vectors per
-// thread beside four: 34 at bf16 N = 32768.)
-constexpr std::size_t kMaxCandidatesPerShape = 34;
+// thread beside four, and global storage at 1024 threads: 35 at bf16 N = 32768.)
+constexpr std::size_t kMaxCandidatesPerShape = 35;
 // A backward reads two row tensors, so fewer configurations are dominated, and a persistent one
 // also searches prefetched rows beside rows in registers.
 constexpr std::size_t kMaxCandidatesPerBackwardShape = 40;
@@ -209,6 +209,10 @@ TEST_CASE("search space: each pruning rule reports its reason") {
          "the row fits registers with 8 values per thread, which beats shared storage");
   expect(pruned_entry(n4096, config(1024, 1, 8, RowStorage::global)), PruneRule::dominated_storage,
          "which beats global storage");
+  // Not at 32 values per thread: in registers, 1024 threads hold one CTA per SM; re-reading
+  // the row from global memory, two.
+  CHECK(survives(tilenorm::build_search_space(program, DType::bf16, DType::bf16, 32768, limits),
+                 config(1024, 1, 8, RowStorage::global)));
 
   const auto n128 = tilenorm::explore_search_space(program, DType::bf16, DType::bf16, 128, limits);
   expect(pruned_entry(n128, config(64, 1, 8, RowStorage::registers)), PruneRule::idle_threads,
