@@ -8,7 +8,6 @@
 
 #include "tilenorm/dsl/error.hpp"
 #include "tilenorm/dsl/ops.hpp"
-#include "tilenorm/runtime/occupancy.hpp"
 #include "tilenorm/runtime/tuning_db.hpp"
 
 namespace tilenorm {
@@ -102,6 +101,7 @@ DeviceLimits device_limits(const driver::DeviceInfo& info) {
   limits.shared_memory_per_block = info.shared_memory_per_block_optin;
   limits.multiprocessors = info.multiprocessors;
   limits.clusters = info.cluster_launch;
+  limits.threads_per_multiprocessor = info.max_threads_per_multiprocessor;
   return limits;
 }
 
@@ -126,12 +126,14 @@ bool fetches_columns_early(const LoweredProgram& program, const KernelSpec& spec
 }
 
 std::span<const DeviceLimits> known_devices() {
-  // Opt-in shared memory per block and SM counts from the vendor's tuning guides; the
-  // heuristic uses nothing else.
+  // Opt-in shared memory per block, SM counts and resident threads per SM from the vendor's
+  // tuning guides; the heuristic uses nothing else.
   static constexpr DeviceLimits kDevices[] = {
-      {163 * 1024, 108, "A100", "sm_80", false}, {99 * 1024, 142, "L40S", "sm_89", false},
-      {227 * 1024, 132, "H100", "sm_90", true},  {227 * 1024, 132, "H200", "sm_90", true},
-      {227 * 1024, 148, "B200", "sm_100", true},
+      {163 * 1024, 108, "A100", "sm_80", false, 2048},
+      {99 * 1024, 142, "L40S", "sm_89", false, 1536},
+      {227 * 1024, 132, "H100", "sm_90", true, 2048},
+      {227 * 1024, 132, "H200", "sm_90", true, 2048},
+      {227 * 1024, 148, "B200", "sm_100", true, 2048},
   };
   return kDevices;
 }
@@ -312,7 +314,7 @@ struct Rows {
     constexpr int threads = 1024;
     if (persistent || peel_rows || !full_vectors || chunks != 4 * threads ||
         (comoments && sixteen_bit_vectors) || wide_phase ||
-        ctas_per_sm_by_registers(threads, 32, limits.arch) < 2)
+        limits.threads_per_multiprocessor < 2 * threads)
       return std::nullopt;
     const KernelConfig global{threads, 1, vec, static_cast<int>(RowStorage::global), 1};
     if (!fits(global)) return std::nullopt;

@@ -21,8 +21,8 @@ namespace {
 
 using tilenorm::DType;
 
-const std::vector<std::int64_t> kRowLengths = {1,    7,    128,   1000,  1024,
-                                               4096, 5120, 12345, 65536, 262144};
+const std::vector<std::int64_t> kRowLengths = {1,    7,     128,   1000,  1024,  4096,
+                                               5120, 12345, 16384, 32768, 65536, 262144};
 const std::vector<std::int64_t> kRowCounts = {0, 1, 3, 1000};
 
 struct Layout {

@@ -409,6 +409,35 @@ TEST_CASE("launch_grid reports column parameters fetched early where the rule ta
   }
 }
 
+TEST_CASE("the heuristic sees this GPU's limits as the table of known GPUs has them") {
+  // The runtime's limits come from the driver; tilenorm-dump, the tuner's --dry-run and the
+  // unit tests use the table. On a GPU the table names, both give the same configurations.
+  const driver::DeviceInfo info = driver::device_info(0);
+  const tilenorm::DeviceLimits limits = tilenorm::device_limits(info);
+  CHECK(limits.threads_per_multiprocessor == info.max_threads_per_multiprocessor);
+  CHECK(limits.multiprocessors == info.multiprocessors);
+  const tilenorm::DeviceLimits* known = nullptr;
+  for (const tilenorm::DeviceLimits& row : tilenorm::known_devices())
+    if (info.name.find(row.name) != std::string::npos && info.arch() == row.arch) known = &row;
+  if (known == nullptr) {
+    MESSAGE("skipped the comparison: '" << info.name << "' is not in the table of known GPUs");
+    return;
+  }
+  CHECK(limits.threads_per_multiprocessor == known->threads_per_multiprocessor);
+  CHECK(limits.clusters == known->clusters);
+  for (const auto& kernel : tilenorm::kernels::builtin_kernels()) {
+    const tilenorm::LoweredProgram lowered = tilenorm::lower(kernel.program);
+    for (DType dtype : {DType::bf16, DType::f32}) {
+      for (std::int64_t n : {128, 1024, 4096, 8192, 16384, 32768, 65536, 262144}) {
+        CAPTURE(kernel.name);
+        CAPTURE(n);
+        CHECK(tilenorm::heuristic_config(lowered, dtype, dtype, n, limits) ==
+              tilenorm::heuristic_config(lowered, dtype, dtype, n, *known));
+      }
+    }
+  }
+}
+
 TEST_CASE("M = 0 is a no-op, even with null pointers") {
   const tilenorm::TensorView empty{nullptr, DType::bf16, 0, 4096, 4096};
   CHECK_NOTHROW(tilenorm::rms_norm(

@@ -16,9 +16,10 @@ namespace tilenorm {
 struct DeviceLimits {
   std::size_t shared_memory_per_block = 48 * 1024;  // with the opt-in, for dynamic smem
   int multiprocessors = 1;
-  std::string_view name = "";  // known_devices() rows only
-  std::string_view arch = "";  // "sm_90"
-  bool clusters = false;       // thread-block clusters (sm_90 and later)
+  std::string_view name = "";             // known_devices() rows only
+  std::string_view arch = "";             // "sm_90"
+  bool clusters = false;                  // thread-block clusters (sm_90 and later)
+  int threads_per_multiprocessor = 1536;  // resident threads per SM (2048 on sm_80, sm_9x, sm_100)
   // The H200 (sm_90) limits, for generating code without a GPU.
   static DeviceLimits hopper();
 };
