@@ -213,6 +213,11 @@ TEST_CASE("search space: each pruning rule reports its reason") {
   // the row from global memory, two.
   CHECK(survives(tilenorm::build_search_space(program, DType::bf16, DType::bf16, 32768, limits),
                  config(1024, 1, 8, RowStorage::global)));
+  // Not where an SM holds one such CTA either way (sm_89: 1536 threads).
+  expect(pruned_entry(tilenorm::explore_search_space(program, DType::bf16, DType::bf16, 32768,
+                                                     tilenorm::known_device("L40S")),
+                      config(1024, 1, 8, RowStorage::global)),
+         PruneRule::dominated_storage, "which beats global storage");
 
   const auto n128 = tilenorm::explore_search_space(program, DType::bf16, DType::bf16, 128, limits);
   expect(pruned_entry(n128, config(64, 1, 8, RowStorage::registers)), PruneRule::idle_threads,
