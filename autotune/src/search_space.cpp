@@ -263,14 +263,17 @@ std::optional<PrunedCandidate> prune(const Context& context, const KernelConfig&
       row_inputs += slot.role == ir::Role::read && slot.shape == ir::Shape::tile;
     const std::int64_t values = vectors_per_thread * config.vec * row_inputs;
     // Except a forward's global storage in CTAs of 1024 threads of four vectors or more each,
-    // on a GPU that holds two of them per SM: in registers they hold one CTA per SM (64
-    // registers a thread at most), re-reading their rows two (H200, bf16 RMSNorm N = 32768:
-    // 3.95 TB/s against 3.75 for the cluster the heuristic took before; the heuristic's
-    // rereading_one_cta).
-    const bool two_ctas_by_rereading = storage == RowStorage::global && !persistent &&
-                                       threads == kMaxBlockThreads && vectors_per_thread >= 4 &&
-                                       context.limits.threads_per_multiprocessor >= 2 * threads;
-    if (values <= kRegisterDominanceValues && !two_ctas_by_rereading &&
+    // or 512 threads of two or more, on a GPU that holds 2048 threads per SM: in registers they
+    // hold one (two) CTAs per SM, re-reading their rows two (four) at 32 registers (H200, bf16
+    // RMSNorm N = 32768: 3.95 TB/s against 3.75 for the cluster the heuristic took before; fp32
+    // RMSNorm 4096 on 512 threads 98.8% of the copy ceiling against 96.4% for 256 threads in
+    // registers; the heuristic's rereading_one_cta).
+    const bool more_ctas_by_rereading =
+        storage == RowStorage::global && !persistent &&
+        ((threads == kMaxBlockThreads && vectors_per_thread >= 4) ||
+         (threads == kMaxBlockThreads / 2 && vectors_per_thread >= 2)) &&
+        context.limits.threads_per_multiprocessor >= 2 * kMaxBlockThreads;
+    if (values <= kRegisterDominanceValues && !more_ctas_by_rereading &&
         !config_problem(context.program, with_storage(spec, RowStorage::registers))) {
       return pruned(PruneRule::dominated_storage,
                     "the row fits registers with " + std::to_string(values) +

@@ -309,12 +309,18 @@ struct Rows {
   // co-moments, which read the row three times and unpack it each time (bf16 LayerNorm 76.1
   // against 88.4), nor 1024 threads of two or eight vectors (bf16 RMSNorm 16384 88.4 against
   // 94.7 in registers, 65536 76.7 against 91.6 on a cluster), nor phases of three or more
-  // reductions (not measured).
+  // reductions (not measured). Likewise two vectors per thread on 512 threads (bf16 N = 8192,
+  // fp32 4096), four such CTAs per SM at 32 registers, as torch.compile's kernel at fp32 4096
+  // (thirty-seventh session, the benchmark, against one CTA of 256 threads in registers: fp32
+  // RMSNorm 98.8 against 96.4, LayerNorm 97.9 against 96.2, bf16 RMSNorm 95.3 against 95.1;
+  // bf16 LayerNorm 88.2 against 92.3; one vector per thread lost: fp32 N = 2048 88.5 against
+  // 96.1).
   std::optional<KernelConfig> rereading_one_cta() const {
-    constexpr int threads = 1024;
-    if (persistent || peel_rows || !full_vectors || chunks != 4 * threads ||
+    const int threads = chunks == 4 * 1024 ? 1024 : 512;
+    const int vectors_per_thread = threads == 1024 ? 4 : 2;
+    if (persistent || peel_rows || !full_vectors || chunks != vectors_per_thread * threads ||
         (comoments && sixteen_bit_vectors) || wide_phase ||
-        limits.threads_per_multiprocessor < 2 * threads)
+        limits.threads_per_multiprocessor < 2048)
       return std::nullopt;
     const KernelConfig global{threads, 1, vec, static_cast<int>(RowStorage::global), 1};
     if (!fits(global)) return std::nullopt;

@@ -1330,7 +1330,7 @@ TEST_CASE(
   for (const Case& c :
        {Case{"layer_norm", 128, 8, 8}, Case{"rms_norm", 128, 8, 8}, Case{"layer_norm", 512, 32, 2},
         Case{"rms_norm", 1024, 32, 2}, Case{"layer_norm", 2048, 64, 1},
-        Case{"layer_norm", 4096, 128, 1}, Case{"rms_norm", 8192, 256, 1}}) {
+        Case{"layer_norm", 4096, 128, 1}, Case{"layer_norm", 8192, 256, 1}}) {
     CAPTURE(c.kernel);
     CAPTURE(c.n);
     const auto config = heuristic_spec(lowered(c.kernel), DType::bf16, c.n).config;
@@ -1704,6 +1704,18 @@ TEST_CASE("codegen: forwards of four vectors per thread on 1024 threads re-read 
   CHECK(forward("rms_norm_no_weight", DType::bf16, 32768) == reread);
   CHECK(forward("rms_norm", DType::f32, 16384) == reread_f32);
   CHECK(forward("layer_norm", DType::f32, 16384) == reread_f32);
+  // Exactly 1024 vectors: two per thread on 512 threads, four such CTAs per SM.
+  const KernelConfig reread_half{512, 1, 8, static_cast<int>(RowStorage::global), 1};
+  const KernelConfig reread_half_f32{512, 1, 4, static_cast<int>(RowStorage::global), 1};
+  CHECK(forward("rms_norm", DType::bf16, 8192) == reread_half);
+  CHECK(forward("rms_norm", DType::f32, 4096) == reread_half_f32);
+  CHECK(forward("layer_norm", DType::f32, 4096) == reread_half_f32);
+  CHECK(forward("layer_norm", DType::bf16, 8192).row_storage ==
+        static_cast<int>(RowStorage::registers));
+  CHECK(forward("rms_norm", DType::f32, 2048).row_storage ==
+        static_cast<int>(RowStorage::registers));
+  CHECK(forward("rms_norm", DType::f32, 4096, false, tilenorm::known_device("L40S")).row_storage !=
+        static_cast<int>(RowStorage::global));
   // Not 16-bit co-moments, other row lengths, misaligned rows, backwards, phases of four
   // reductions, or GPUs that hold one 1024-thread CTA per SM (sm_89: 1536 threads).
   CHECK(forward("layer_norm", DType::bf16, 32768).ctas_per_row == 8);
