@@ -316,9 +316,8 @@ struct Rows {
   // bf16 LayerNorm 88.2 against 92.3; one vector per thread lost: fp32 N = 2048 88.5 against
   // 96.1).
   std::optional<KernelConfig> rereading_one_cta() const {
-    const int threads = chunks == 4 * 1024 ? 1024 : 512;
-    const int vectors_per_thread = threads == 1024 ? 4 : 2;
-    if (persistent || peel_rows || !full_vectors || chunks != vectors_per_thread * threads ||
+    const int threads = chunks == 4 * 1024 ? 1024 : chunks == 2 * 512 ? 512 : 0;
+    if (threads == 0 || persistent || peel_rows || !full_vectors ||
         (comoments && sixteen_bit_vectors) || wide_phase ||
         limits.threads_per_multiprocessor < 2048)
       return std::nullopt;
