@@ -18,6 +18,7 @@ namespace cli = tilenorm::cli;
 
 constexpr std::int64_t kMaxN = std::int64_t{1} << 30;  // codegen's limit
 constexpr std::int64_t kMaxKnob = 1024;                // threads, rows per CTA and vector width
+constexpr std::int64_t kMaxM = std::int64_t{1} << 62;  // m_bucket's limit
 
 constexpr const char* kDescription =
     "Prints the lowered IR and the generated CUDA source of a built-in kernel. The configuration "
@@ -25,7 +26,7 @@ constexpr const char* kDescription =
     "--vec and --storage are given.";
 
 struct DumpOptions {
-  std::string kernel, dtype = "bf16", n = "4096";
+  std::string kernel, dtype = "bf16", n = "4096", m;
   std::string threads_per_row, rows_per_cta, vec, storage, ctas_per_row = "1", arch;
   bool source_only = false, ir_only = false, backward = false, recompute = false;
   bool misaligned = false, shift_per_row = false, early_columns = false;
@@ -44,6 +45,11 @@ int dump(const std::vector<std::string>& args) {
                  "storage type: bf16, fp16 or fp32, or IO/PARAM such as bf16/fp32 (default bf16)",
                  "T");
   cli::add_value(app, "--n", o.n, "row length (default 4096)", "N");
+  cli::add_value(app, "--m", o.m,
+                 "rows of the launch the heuristic configures for (default: many; with "
+                 "--early-columns, one): where every row block is resident at once, rows stay "
+                 "in registers",
+                 "M");
   cli::add_value(app, "--threads-per-row", o.threads_per_row, "override the configuration", "K");
   cli::add_value(app, "--rows-per-cta", o.rows_per_cta, "override the configuration", "K");
   cli::add_value(app, "--vec", o.vec, "override the configuration", "K");
@@ -86,6 +92,10 @@ int dump(const std::vector<std::string>& args) {
 
   const tn::DTypeChoice dtype = cli::parse_dtype_choice("--dtype", o.dtype);
   const std::int64_t n = cli::parse_integer("--n", o.n, 1, kMaxN);
+  // Early columns are what the runtime takes at small M, so they default to a one-row launch.
+  const std::int64_t m = !o.m.empty()      ? cli::parse_integer("--m", o.m, 1, kMaxM)
+                         : o.early_columns ? 1
+                                           : 0;
   if (o.kernel.empty()) throw tn::UsageError("--kernel is required (see --help)");
   const std::string kernel = cli::parse_kernel_name("--kernel", o.kernel);
   std::optional<tn::DeviceLimits> arch_limits;
@@ -118,7 +128,7 @@ int dump(const std::vector<std::string>& args) {
   } else {
     spec.config =
         tn::heuristic_config(lowered, spec.io_dtype, spec.param_dtype, n,
-                             arch_limits.value_or(tn::DeviceLimits::hopper()), 0, o.misaligned);
+                             arch_limits.value_or(tn::DeviceLimits::hopper()), 0, o.misaligned, m);
   }
   spec.shift_per_row = o.shift_per_row;
   spec.early_columns = o.early_columns;

@@ -262,16 +262,15 @@ std::optional<PrunedCandidate> prune(const Context& context, const KernelConfig&
     for (const ir::Slot& slot : context.program.program.slots)
       row_inputs += slot.role == ir::Role::read && slot.shape == ir::Shape::tile;
     const std::int64_t values = vectors_per_thread * config.vec * row_inputs;
-    // Except a forward's global storage in CTAs of 1024 threads of four vectors or more each,
-    // or 512 threads of two or more, on a GPU that holds 2048 threads per SM: in registers they
-    // hold one (two) CTAs per SM, re-reading their rows two (four) at 32 registers (H200, bf16
-    // RMSNorm N = 32768: 3.95 TB/s against 3.75 for the cluster the heuristic took before; fp32
-    // RMSNorm 4096 on 512 threads 98.8% of the copy ceiling against 96.4% for 256 threads in
-    // registers; the heuristic's rereading_one_cta).
+    // Except a forward's global storage in CTAs of 64 threads or more, of two vectors or more
+    // each, on a GPU that holds 2048 threads per SM: in registers they hold fewer CTAs per SM
+    // than re-reading their rows at 32 registers (H200, bf16 RMSNorm N = 32768 on 1024 threads:
+    // 3.95 TB/s against 3.75 for the cluster the heuristic took before; fp32 RMSNorm 4096 on 512
+    // threads 98.8% of the copy ceiling against 96.4% for 256 threads in registers; bf16
+    // LayerNorm 4096 on 128 threads 94.7% against 91.5%; the heuristic's rereading_one_cta).
     const bool more_ctas_by_rereading =
-        storage == RowStorage::global && !persistent &&
-        ((threads == kMaxBlockThreads && vectors_per_thread >= 4) ||
-         (threads == kMaxBlockThreads / 2 && vectors_per_thread >= 2)) &&
+        storage == RowStorage::global && !persistent && threads >= kMaxBlockThreads / 16 &&
+        vectors_per_thread >= 2 &&
         context.limits.threads_per_multiprocessor >= 2 * kMaxBlockThreads;
     if (values <= kRegisterDominanceValues && !more_ctas_by_rereading &&
         !config_problem(context.program, with_storage(spec, RowStorage::registers))) {

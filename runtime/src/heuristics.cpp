@@ -1,6 +1,7 @@
 #include "tilenorm/runtime/heuristics.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cctype>
 #include <charconv>
 #include <optional>
@@ -212,13 +213,14 @@ namespace {
 // cluster per row (on_clusters), else one CTA per row (on_one_cta).
 struct Rows {
   Rows(const LoweredProgram& program, DType io_dtype, DType param_dtype, std::int64_t n,
-       const DeviceLimits& limits, int max_vec, bool peel_rows)
+       const DeviceLimits& limits, int max_vec, bool peel_rows, std::int64_t rows)
       : program(program),
         io_dtype(io_dtype),
         param_dtype(param_dtype),
         n(n),
         limits(limits),
         peel_rows(peel_rows),
+        rows(rows),
         vec(max_vec > 0 ? std::min(widest_vec(io_dtype, param_dtype), max_vec)
                         : widest_vec(io_dtype, param_dtype)),
         // Sized by the row's vectors (a peeled row's whole vectors are at most as many).
@@ -243,6 +245,8 @@ struct Rows {
     // fp32 rows (LayerNorm N = 256 91.3 against 93.2) or recomputing backwards (RMSNorm bf16 N =
     // 256 88.6 against 90.0).
     two_column_sums = persistent && plan.column_partials >= 2;
+    for (const ir::Slot& slot : program.program.slots)
+      row_inputs += slot.role == ir::Role::read && slot.shape == ir::Shape::tile;
     const bool reads_statistics = saved_statistics(program);
     narrow_backward = persistent && reads_statistics && vec >= 8;
     narrowest =
@@ -301,26 +305,46 @@ struct Rows {
            dynamic_shared_memory_bytes(program, spec) <= limits.shared_memory_per_block;
   }
 
-  // A forward of four vectors per thread on 1024 threads, exactly, re-reads its row from L2 on
-  // one CTA (bf16 N = 32768, fp32 16384): at its 32 registers two such CTAs fit an SM where the
-  // GPU holds 2048 threads (thirty-sixth session, the benchmark, H200, M = 2^26 / N, % of the
-  // copy ceiling, against a cluster of 8 x 64 threads: bf16 RMSNorm 92.3 against 87.5, fp32
-  // RMSNorm 95.9 against 90.9, fp32 LayerNorm 93.1 against 89.5). Not 16-bit rows with
-  // co-moments, which read the row three times and unpack it each time (bf16 LayerNorm 76.1
-  // against 88.4), nor 1024 threads of two or eight vectors (bf16 RMSNorm 16384 88.4 against
-  // 94.7 in registers, 65536 76.7 against 91.6 on a cluster), nor phases of three or more
-  // reductions (not measured). Likewise two vectors per thread on 512 threads (bf16 N = 8192,
-  // fp32 4096), four such CTAs per SM at 32 registers, as torch.compile's kernel at fp32 4096
-  // (thirty-seventh session, the benchmark, against one CTA of 256 threads in registers: fp32
-  // RMSNorm 98.8 against 96.4, LayerNorm 97.9 against 96.2, bf16 RMSNorm 95.3 against 95.1;
-  // bf16 LayerNorm 88.2 against 92.3; one vector per thread lost: fp32 N = 2048 88.5 against
-  // 96.1).
+  // A forward re-reads its row from L2 on one CTA where its threads tile the row exactly with
+  // few vectors each: at 32 registers the SM holds its 2048 threads, where the same row in
+  // registers takes 58-94 and two to five CTAs. The H200, the benchmark, M = 2^26 / N, % of the
+  // copy ceiling, against the registers configuration (the next rules):
+  // - four vectors per thread on 1024 threads (bf16 N = 32768, fp32 16384; thirty-sixth
+  //   session, against a cluster of 8 x 64 threads): bf16 RMSNorm 92.3 against 87.5, fp32
+  //   RMSNorm 95.9 against 90.9, fp32 LayerNorm 93.1 against 89.5;
+  // - two vectors per thread on 512 threads (bf16 N = 8192, fp32 4096; thirty-seventh session):
+  //   fp32 RMSNorm 98.8 against 96.4, LayerNorm 97.9 against 96.2, bf16 RMSNorm 95.3 against
+  //   95.1, as torch.compile's kernel at fp32 4096;
+  // - two vectors per thread on 256 and 128 threads (thirty-eighth session): bf16 RMSNorm 4096
+  //   96.8 against 93.5, fp16 96.9 against 94.6, fp32 RMSNorm 2048 98.1 against 95.8,
+  //   LayerNorm 98.6 against 95.8; at 128 threads (bf16 N = 2048, fp32 1024) +0.2 to +0.7.
+  // 16-bit rows with co-moments (LayerNorm), whose per-row combines grow with the warps, keep
+  // four vectors per thread (bf16 LayerNorm 4096 on 128 threads 94.7 against 91.4, fp16 94.6
+  // against 91.6; 8192 on 256 threads 94.0 against 92.2, fp16 94.1 against 91.7; 2048 on 64
+  // threads 95.0 against 94.8), where two measured no better or slower (4096 on 256 x 2 91.5,
+  // 8192 on 512 x 2 88.2) and longer rows slower (16384 on 512 x 4 87.4 against 91.7, 32768 on
+  // 1024 x 4 76.1 against 88.4 on a cluster).
+  // Not one vector per thread (fp32 N = 2048 on 512 threads 88.5 against 96.1), 1024 threads
+  // of two or 512 of four (bf16 RMSNorm 16384 88.3 and 93.5 against 95.1), programs that read
+  // several rows, such as backwards without column sums (rms_norm_no_weight's backward fp32 N =
+  // 2048 92.2 against 101.9, bf16 4096 97.5 against 100.9; its recompute at fp32 4096 94.3
+  // against 100.4 for the backward in registers), nor phases of three or more reductions (not
+  // measured).
+  // Where every row block of the launch is resident at once (decoding), occupancy hides
+  // nothing and the second read is one more L2 round trip per row: the rows stay in registers.
   std::optional<KernelConfig> rereading_one_cta() const {
-    const int threads = chunks == 4 * 1024 ? 1024 : chunks == 2 * 512 ? 512 : 0;
-    if (threads == 0 || persistent || peel_rows || !full_vectors ||
-        (comoments && sixteen_bit_vectors) || wide_phase ||
+    const bool short_power_of_two =
+        std::has_single_bit(static_cast<std::uint64_t>(chunks)) && chunks >= 256 && chunks <= 1024;
+    const int threads = comoments && sixteen_bit_vectors ? (short_power_of_two ? chunks / 4 : 0)
+                        : short_power_of_two             ? chunks / 2
+                        : chunks == 4 * 1024             ? 1024
+                                                         : 0;
+    if (threads == 0 || persistent || peel_rows || !full_vectors || wide_phase || row_inputs != 1 ||
         limits.threads_per_multiprocessor < 2048)
       return std::nullopt;
+    const std::int64_t resident_ctas =
+        std::int64_t{limits.multiprocessors} * (limits.threads_per_multiprocessor / threads);
+    if (rows > 0 && m_bucket(rows) <= resident_ctas) return std::nullopt;
     const KernelConfig global{threads, 1, vec, static_cast<int>(RowStorage::global), 1};
     if (!fits(global)) return std::nullopt;
     return global;
@@ -697,6 +721,7 @@ struct Rows {
   std::int64_t n;
   const DeviceLimits& limits;
   bool peel_rows;
+  std::int64_t rows;  // the launch's rows, or 0: many
   int vec;
   std::int64_t chunks;
   std::int64_t row_slots;
@@ -704,6 +729,7 @@ struct Rows {
   bool sixteen_bit_vectors;  // full vectors of 16-bit rows (eight elements)
   bool persistent = false;
   bool two_column_sums = false;
+  int row_inputs = 0;  // x for a forward; x and dy for a backward
   bool narrow_backward = false;
   int narrowest = 0;
   bool single_phase = false;
@@ -717,8 +743,8 @@ struct Rows {
 
 KernelConfig heuristic_config(const LoweredProgram& program, DType io_dtype, DType param_dtype,
                               std::int64_t n, const DeviceLimits& limits, int max_vec,
-                              bool peel_rows) {
-  const Rows rows(program, io_dtype, param_dtype, n, limits, max_vec, peel_rows);
+                              bool peel_rows, std::int64_t rows_in_launch) {
+  const Rows rows(program, io_dtype, param_dtype, n, limits, max_vec, peel_rows, rows_in_launch);
   if (std::optional<KernelConfig> reread = rows.rereading_one_cta()) return *reread;
   if (std::optional<KernelConfig> clustered = rows.on_clusters()) return *clustered;
   return rows.on_one_cta();

@@ -553,7 +553,7 @@ struct Norm::State {
     }
     const KernelConfig config =
         heuristic_config(lowered, shape.io_dtype, shape.param_dtype, shape.cols, rt.limits,
-                         shape.peel_vec, shape.peel_vec > shape.max_vec);
+                         shape.peel_vec, shape.peel_vec > shape.max_vec, shape.rows);
     return {config, ConfigSource::heuristic, shape.peel_rows(config)};
   }
 

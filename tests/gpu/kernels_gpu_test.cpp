@@ -24,6 +24,11 @@ using tilenorm::DType;
 const std::vector<std::int64_t> kRowLengths = {1,    7,     128,   1000,  1024,  4096,
                                                5120, 12345, 16384, 32768, 65536, 262144};
 const std::vector<std::int64_t> kRowCounts = {0, 1, 3, 1000};
+// Launches of more row blocks than the H200 holds at once (2112 CTAs of 128 threads), which
+// take the configurations that re-read rows from L2 where those apply (rereading_one_cta) on
+// 64 to 256 threads (kRowCounts' 1000 rows already exceed what fits of 512 and 1024).
+const std::vector<std::int64_t> kManyRowLengths = {1024, 2048, 4096, 8192};
+constexpr std::int64_t kManyRows = 2200;
 
 struct Layout {
   const char* name;
@@ -86,17 +91,26 @@ void warm_compile_cache(const tilenorm::ir::Program& program, const std::vector<
   const tilenorm::DeviceLimits limits = tilenorm::device_limits(tilenorm::driver::device_info(0));
   const bool persistent = tilenorm::plan_kernels(lowered).persistent;
   std::vector<std::future<void>> jobs;
+  std::set<std::string> started;
   for (DType dtype : dtypes) {
     for (std::int64_t n : kRowLengths) {
       for (bool misaligned : {false, true}) {
-        const bool peel = misaligned && !persistent;
-        const int max_vec = misaligned && persistent ? 1 : 0;
-        const tilenorm::KernelSpec spec{
-            dtype, dtype, n,
-            tilenorm::heuristic_config(lowered, dtype, dtype, n, limits, max_vec, peel), peel};
-        jobs.push_back(std::async(std::launch::async, [&lowered, spec, &arch] {
-          tilenorm::build_kernel(lowered, spec, arch);
-        }));
+        // The configurations of a few rows and of many (0: the heuristic's default).
+        for (std::int64_t rows : {std::int64_t{1}, std::int64_t{0}}) {
+          const bool peel = misaligned && !persistent;
+          const int max_vec = misaligned && persistent ? 1 : 0;
+          const tilenorm::KernelSpec spec{
+              dtype, dtype, n,
+              tilenorm::heuristic_config(lowered, dtype, dtype, n, limits, max_vec, peel, rows),
+              peel};
+          const std::string key = std::string(tilenorm::dtype_name(dtype)) + " " +
+                                  std::to_string(n) + " " + spec.config.describe() +
+                                  (peel ? " peeled" : "");
+          if (!started.insert(key).second) continue;
+          jobs.push_back(std::async(std::launch::async, [&lowered, spec, &arch] {
+            tilenorm::build_kernel(lowered, spec, arch);
+          }));
+        }
       }
     }
   }
@@ -147,6 +161,31 @@ void check_program(const tilenorm::ir::Program& program) {
           }
           ++checked;
         }
+      }
+    }
+  }
+  for (DType dtype : dtypes) {
+    for (std::int64_t n : kManyRowLengths) {
+      for (const Layout& layout : {kLayouts[0], kLayouts[1]}) {
+        CAPTURE(program.name);
+        CAPTURE(tilenorm::dtype_name(dtype));
+        CAPTURE(n);
+        const std::string layout_name = layout.name;
+        CAPTURE(layout_name);
+        CAPTURE(seed);
+        const tilenorm::CheckReport report =
+            tilenorm::check_against_interpreter(norm, {.io_dtype = dtype,
+                                                       .param_dtype = dtype,
+                                                       .rows = kManyRows,
+                                                       .cols = n,
+                                                       .extra_row_stride = layout.extra_row_stride,
+                                                       .seed = ++seed,
+                                                       .reference_rows = 64});
+        INFO(report.describe());
+        CHECK(report.unwritten == 0);
+        CHECK(report.clobbered == 0);
+        CHECK(report.ok());
+        ++checked;
       }
     }
   }

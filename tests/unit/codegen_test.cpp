@@ -1482,7 +1482,7 @@ TEST_CASE("codegen: the heuristic keeps rows in registers, then shared memory, t
     return static_cast<RowStorage>(
         heuristic_spec(program, dtype, n, h200_without_clusters).config.row_storage);
   };
-  CHECK(storage(DType::bf16, 4096) == RowStorage::registers);
+  CHECK(storage(DType::bf16, 5120) == RowStorage::registers);
   CHECK(storage(DType::bf16, 12345) == RowStorage::registers);
   CHECK(storage(DType::bf16, 65536) == RowStorage::shared);
   CHECK(storage(DType::f32, 32768) == RowStorage::shared);
@@ -1690,12 +1690,13 @@ TEST_CASE("codegen: the four-reduction example keeps its reductions in one phase
   }
 }
 
-TEST_CASE("codegen: forwards of four vectors per thread on 1024 threads re-read their rows") {
+TEST_CASE("codegen: forwards that tile their rows with few vectors per thread re-read them") {
   // Exactly 4096 vectors per row: one CTA of 1024 threads re-reading its row from L2 (two such
   // CTAs fit an sm_90 SM), for one-reduction phases and 32-bit co-moments.
   auto forward = [](const char* name, DType dtype, std::int64_t n, bool peel = false,
-                    const tilenorm::DeviceLimits& limits = tilenorm::DeviceLimits::hopper()) {
-    return tilenorm::heuristic_config(lowered(name), dtype, dtype, n, limits, 0, peel);
+                    const tilenorm::DeviceLimits& limits = tilenorm::DeviceLimits::hopper(),
+                    std::int64_t rows = 0) {
+    return tilenorm::heuristic_config(lowered(name), dtype, dtype, n, limits, 0, peel, rows);
   };
   const KernelConfig reread{1024, 1, 8, static_cast<int>(RowStorage::global), 1};
   const KernelConfig reread_f32{1024, 1, 4, static_cast<int>(RowStorage::global), 1};
@@ -1710,10 +1711,49 @@ TEST_CASE("codegen: forwards of four vectors per thread on 1024 threads re-read 
   CHECK(forward("rms_norm", DType::bf16, 8192) == reread_half);
   CHECK(forward("rms_norm", DType::f32, 4096) == reread_half_f32);
   CHECK(forward("layer_norm", DType::f32, 4096) == reread_half_f32);
-  CHECK(forward("layer_norm", DType::bf16, 8192).row_storage ==
+  // 256 and 512 vectors: two per thread too, on 128 and 256 threads.
+  const KernelConfig reread_quarter{256, 1, 8, static_cast<int>(RowStorage::global), 1};
+  const KernelConfig reread_quarter_f32{256, 1, 4, static_cast<int>(RowStorage::global), 1};
+  CHECK(forward("rms_norm", DType::bf16, 4096) == reread_quarter);
+  CHECK(forward("rms_norm", DType::f16, 4096) == reread_quarter);
+  CHECK(forward("rms_norm", DType::f32, 2048) == reread_quarter_f32);
+  CHECK(forward("layer_norm", DType::f32, 2048) == reread_quarter_f32);
+  CHECK(forward("rms_norm", DType::bf16, 2048) ==
+        KernelConfig{128, 1, 8, static_cast<int>(RowStorage::global), 1});
+  CHECK(forward("layer_norm", DType::f32, 1024) ==
+        KernelConfig{128, 1, 4, static_cast<int>(RowStorage::global), 1});
+  // 16-bit co-moments at 256 to 1024 vectors: four per thread, on 64 to 256 threads.
+  const KernelConfig reread_comoment{128, 1, 8, static_cast<int>(RowStorage::global), 1};
+  CHECK(forward("layer_norm", DType::bf16, 4096) == reread_comoment);
+  CHECK(forward("layer_norm_no_affine", DType::f16, 4096) == reread_comoment);
+  CHECK(forward("layer_norm", DType::bf16, 2048) ==
+        KernelConfig{64, 1, 8, static_cast<int>(RowStorage::global), 1});
+  CHECK(forward("layer_norm", DType::bf16, 8192) ==
+        KernelConfig{256, 1, 8, static_cast<int>(RowStorage::global), 1});
+  CHECK(forward("layer_norm", DType::bf16, 16384).row_storage ==
         static_cast<int>(RowStorage::registers));
-  CHECK(forward("rms_norm", DType::f32, 2048).row_storage ==
+  // Not programs that read two rows (backwards without column sums).
+  CHECK(forward("rms_norm_no_weight_backward", DType::f32, 2048).row_storage ==
         static_cast<int>(RowStorage::registers));
+  CHECK(forward("rms_norm_no_weight_backward_recompute", DType::f32, 4096).row_storage !=
+        static_cast<int>(RowStorage::global));
+  CHECK(forward("layer_norm_no_affine_backward", DType::bf16, 4096).row_storage !=
+        static_cast<int>(RowStorage::global));
+  // Not one vector per thread (128 vectors) or rows that do not tile (640 vectors).
+  CHECK(forward("rms_norm", DType::f32, 512).row_storage ==
+        static_cast<int>(RowStorage::registers));
+  CHECK(forward("rms_norm", DType::bf16, 5120).row_storage ==
+        static_cast<int>(RowStorage::registers));
+  // Nor launches whose row blocks are all resident at once (decoding): 132 SMs hold 1056 CTAs
+  // of 256 threads, and 264 of 1024.
+  CHECK(forward("rms_norm", DType::bf16, 4096, false, tilenorm::DeviceLimits::hopper(), 1024)
+            .row_storage == static_cast<int>(RowStorage::registers));
+  CHECK(forward("rms_norm", DType::bf16, 4096, false, tilenorm::DeviceLimits::hopper(), 1025) ==
+        reread_quarter);
+  CHECK(forward("rms_norm", DType::bf16, 32768, false, tilenorm::DeviceLimits::hopper(), 256)
+            .row_storage != static_cast<int>(RowStorage::global));
+  CHECK(forward("rms_norm", DType::bf16, 32768, false, tilenorm::DeviceLimits::hopper(), 300) ==
+        reread);
   CHECK(forward("rms_norm", DType::f32, 4096, false, tilenorm::known_device("L40S")).row_storage !=
         static_cast<int>(RowStorage::global));
   // Not 16-bit co-moments, other row lengths, misaligned rows, backwards, phases of four
@@ -1868,7 +1908,9 @@ TEST_CASE("codegen: every built-in kernel compiles for the other supported archi
       jobs.push_back({name, arch, heuristic_spec(lowered(name), DType::f16, 4096, limits)});
     // Column parameters fetched before the row loop (what the runtime launches at small M).
     for (const char* name : {"layer_norm", "rms_norm"}) {
-      KernelSpec early = heuristic_spec(lowered(name), DType::bf16, 4096, limits);
+      const auto decoding = tilenorm::heuristic_config(lowered(name), DType::bf16, DType::bf16,
+                                                       4096, limits, 0, false, 64);
+      KernelSpec early{DType::bf16, DType::bf16, 4096, decoding};
       early.early_columns = true;
       jobs.push_back({name, arch, early});
     }

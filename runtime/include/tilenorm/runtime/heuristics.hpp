@@ -96,8 +96,10 @@ bool peels_rows(const LoweredProgram& program, std::int64_t n, int vec);
 // `max_vec` (0: the widest) caps the vector width, e.g. for pointers that are not 16-byte aligned.
 // `peel_rows`: the kernel peels its rows (KernelSpec::peel_rows), so `max_vec` is the width
 // alignment peeling allows; the configuration is checked as a peeled kernel.
+// `rows`: the launch's row count (0: enough to fill the device many times over); a few rows
+// keep in registers what many re-read from L2 (see rereading_one_cta in heuristics.cpp).
 KernelConfig heuristic_config(const LoweredProgram& program, DType io_dtype, DType param_dtype,
                               std::int64_t n, const DeviceLimits& limits, int max_vec = 0,
-                              bool peel_rows = false);
+                              bool peel_rows = false, std::int64_t rows = 0);
 
 }  // namespace tilenorm
