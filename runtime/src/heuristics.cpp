@@ -305,8 +305,8 @@ struct Rows {
            dynamic_shared_memory_bytes(program, spec) <= limits.shared_memory_per_block;
   }
 
-  // A forward re-reads its row from L2 on one CTA where its threads tile the row exactly with
-  // few vectors each: at 32 registers the SM holds its 2048 threads, where the same row in
+  // A forward re-reads its row from L2 on one CTA where its threads cover the row with few
+  // vectors each: at 32 registers the SM holds its 2048 threads, where the same row in
   // registers takes 58-94 and two to five CTAs. The H200, the benchmark, M = 2^26 / N, % of the
   // copy ceiling, against the registers configuration (the next rules):
   // - four vectors per thread on 1024 threads (bf16 N = 32768, fp32 16384; thirty-sixth
@@ -317,7 +317,12 @@ struct Rows {
   //   95.1, as torch.compile's kernel at fp32 4096;
   // - two vectors per thread on 256 and 128 threads (thirty-eighth session): bf16 RMSNorm 4096
   //   96.8 against 93.5, fp16 96.9 against 94.6, fp32 RMSNorm 2048 98.1 against 95.8,
-  //   LayerNorm 98.6 against 95.8; at 128 threads (bf16 N = 2048, fp32 1024) +0.2 to +0.7.
+  //   LayerNorm 98.6 against 95.8; at 128 threads (bf16 N = 2048, fp32 1024) +0.2 to +0.7;
+  // - two to three vectors per thread on 512 threads, without co-moments (thirty-eighth
+  //   session): bf16 RMSNorm 12288 95.7 against 92.7, fp32 RMSNorm 5120 98.8 against 96.6
+  //   (fp32 LayerNorm 5120 97.7 against 98.2). Elsewhere rows that leave a sweep partly empty
+  //   measured from -1.2 to +1.1 (bf16 RMSNorm 5120 on 256 threads 94.2 against 95.4, 7168 on
+  //   256 94.1 against 93.1, 2880 on 128 95.3 against 94.2) and are left in registers.
   // 16-bit rows with co-moments (LayerNorm), whose per-row combines grow with the warps, keep
   // four vectors per thread (bf16 LayerNorm 4096 on 128 threads 94.7 against 91.4, fp16 94.6
   // against 91.6; 8192 on 256 threads 94.0 against 92.2, fp16 94.1 against 91.7; 2048 on 64
@@ -335,9 +340,12 @@ struct Rows {
   std::optional<KernelConfig> rereading_one_cta() const {
     const bool short_power_of_two =
         std::has_single_bit(static_cast<std::uint64_t>(chunks)) && chunks >= 256 && chunks <= 1024;
+    // More than two vectors per thread and up to three, the last sweep partly empty.
+    const bool two_to_three_on_512 = !comoments && chunks > 2 * 512 && chunks <= 3 * 512;
     const int threads = comoments && sixteen_bit_vectors ? (short_power_of_two ? chunks / 4 : 0)
                         : short_power_of_two             ? chunks / 2
                         : chunks == 4 * 1024             ? 1024
+                        : two_to_three_on_512            ? 512
                                                          : 0;
     if (threads == 0 || persistent || peel_rows || !full_vectors || wide_phase || row_inputs != 1 ||
         limits.threads_per_multiprocessor < 2048)

@@ -26,8 +26,9 @@ const std::vector<std::int64_t> kRowLengths = {1,    7,     128,   1000,  1024, 
 const std::vector<std::int64_t> kRowCounts = {0, 1, 3, 1000};
 // Launches of more row blocks than the H200 holds at once (2112 CTAs of 128 threads), which
 // take the configurations that re-read rows from L2 where those apply (rereading_one_cta) on
-// 64 to 256 threads (kRowCounts' 1000 rows already exceed what fits of 512 and 1024).
-const std::vector<std::int64_t> kManyRowLengths = {1024, 2048, 4096, 8192};
+// 64 to 256 threads (kRowCounts' 1000 rows already exceed what fits of 512 and 1024), and
+// rows that leave the last sweep of 512 threads partly empty.
+const std::vector<std::int64_t> kManyRowLengths = {1024, 2048, 4096, 8192, 12288};
 constexpr std::int64_t kManyRows = 2200;
 
 struct Layout {

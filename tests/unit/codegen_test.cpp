@@ -1739,7 +1739,14 @@ TEST_CASE("codegen: forwards that tile their rows with few vectors per thread re
         static_cast<int>(RowStorage::global));
   CHECK(forward("layer_norm_no_affine_backward", DType::bf16, 4096).row_storage !=
         static_cast<int>(RowStorage::global));
-  // Not one vector per thread (128 vectors) or rows that do not tile (640 vectors).
+  // Two to three vectors per thread on 512 threads, without co-moments.
+  CHECK(forward("rms_norm", DType::bf16, 12288) ==
+        KernelConfig{512, 1, 8, static_cast<int>(RowStorage::global), 1});
+  CHECK(forward("rms_norm", DType::f32, 5120) ==
+        KernelConfig{512, 1, 4, static_cast<int>(RowStorage::global), 1});
+  CHECK(forward("layer_norm", DType::f32, 5120).row_storage ==
+        static_cast<int>(RowStorage::registers));
+  // Not one vector per thread (128 vectors) or other rows that do not tile (640 vectors).
   CHECK(forward("rms_norm", DType::f32, 512).row_storage ==
         static_cast<int>(RowStorage::registers));
   CHECK(forward("rms_norm", DType::bf16, 5120).row_storage ==
