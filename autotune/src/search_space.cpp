@@ -258,10 +258,7 @@ std::optional<PrunedCandidate> prune(const Context& context, const KernelConfig&
                       "-thread CTA; past 256 threads more rows per CTA only coarsen scheduling");
   }
   if (!rows_in_registers(storage)) {
-    std::int64_t row_inputs = 0;
-    for (const ir::Slot& slot : context.program.program.slots)
-      row_inputs += slot.role == ir::Role::read && slot.shape == ir::Shape::tile;
-    const std::int64_t values = vectors_per_thread * config.vec * row_inputs;
+    const std::int64_t values = vectors_per_thread * config.vec * row_input_count(context.program);
     // Except a forward's global storage in CTAs of 64 threads or more, of two vectors or more
     // each, on a GPU that holds 2048 threads per SM: in registers they hold fewer CTAs per SM
     // than re-reading their rows at 32 registers (H200, bf16 RMSNorm N = 32768 on 1024 threads:

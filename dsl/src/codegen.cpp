@@ -372,6 +372,13 @@ std::size_t staging_bytes(const LoweredProgram& lp, const KernelSpec& spec) {
 
 }  // namespace
 
+int row_input_count(const LoweredProgram& program) {
+  return static_cast<int>(std::count_if(
+      program.program.slots.begin(), program.program.slots.end(), [](const ir::Slot& slot) {
+        return slot.role == ir::Role::read && slot.shape == ir::Shape::tile;
+      }));
+}
+
 std::int64_t row_input_bytes(const LoweredProgram& program, DType io_dtype, DType param_dtype) {
   std::int64_t bytes = 0;
   for (const ir::Slot& slot : program.program.slots) {

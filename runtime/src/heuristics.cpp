@@ -213,14 +213,14 @@ namespace {
 // cluster per row (on_clusters), else one CTA per row (on_one_cta).
 struct Rows {
   Rows(const LoweredProgram& program, DType io_dtype, DType param_dtype, std::int64_t n,
-       const DeviceLimits& limits, int max_vec, bool peel_rows, std::int64_t rows)
+       const DeviceLimits& limits, int max_vec, bool peel_rows, std::int64_t launch_rows)
       : program(program),
         io_dtype(io_dtype),
         param_dtype(param_dtype),
         n(n),
         limits(limits),
         peel_rows(peel_rows),
-        rows(rows),
+        launch_rows(launch_rows),
         vec(max_vec > 0 ? std::min(widest_vec(io_dtype, param_dtype), max_vec)
                         : widest_vec(io_dtype, param_dtype)),
         // Sized by the row's vectors (a peeled row's whole vectors are at most as many).
@@ -245,8 +245,6 @@ struct Rows {
     // fp32 rows (LayerNorm N = 256 91.3 against 93.2) or recomputing backwards (RMSNorm bf16 N =
     // 256 88.6 against 90.0).
     two_column_sums = persistent && plan.column_partials >= 2;
-    for (const ir::Slot& slot : program.program.slots)
-      row_inputs += slot.role == ir::Role::read && slot.shape == ir::Shape::tile;
     const bool reads_statistics = saved_statistics(program);
     narrow_backward = persistent && reads_statistics && vec >= 8;
     narrowest =
@@ -347,12 +345,12 @@ struct Rows {
                         : chunks == 4 * 1024             ? 1024
                         : two_to_three_on_512            ? 512
                                                          : 0;
-    if (threads == 0 || persistent || peel_rows || !full_vectors || wide_phase || row_inputs != 1 ||
-        limits.threads_per_multiprocessor < 2048)
+    if (threads == 0 || persistent || peel_rows || !full_vectors || wide_phase ||
+        row_input_count(program) != 1 || limits.threads_per_multiprocessor < 2048)
       return std::nullopt;
     const std::int64_t resident_ctas =
         std::int64_t{limits.multiprocessors} * (limits.threads_per_multiprocessor / threads);
-    if (rows > 0 && m_bucket(rows) <= resident_ctas) return std::nullopt;
+    if (launch_rows > 0 && m_bucket(launch_rows) <= resident_ctas) return std::nullopt;
     const KernelConfig global{threads, 1, vec, static_cast<int>(RowStorage::global), 1};
     if (!fits(global)) return std::nullopt;
     return global;
@@ -729,7 +727,7 @@ struct Rows {
   std::int64_t n;
   const DeviceLimits& limits;
   bool peel_rows;
-  std::int64_t rows;  // the launch's rows, or 0: many
+  std::int64_t launch_rows;  // the launch's rows, or 0: many
   int vec;
   std::int64_t chunks;
   std::int64_t row_slots;
@@ -737,7 +735,6 @@ struct Rows {
   bool sixteen_bit_vectors;  // full vectors of 16-bit rows (eight elements)
   bool persistent = false;
   bool two_column_sums = false;
-  int row_inputs = 0;  // x for a forward; x and dy for a backward
   bool narrow_backward = false;
   int narrowest = 0;
   bool single_phase = false;
@@ -751,8 +748,8 @@ struct Rows {
 
 KernelConfig heuristic_config(const LoweredProgram& program, DType io_dtype, DType param_dtype,
                               std::int64_t n, const DeviceLimits& limits, int max_vec,
-                              bool peel_rows, std::int64_t rows_in_launch) {
-  const Rows rows(program, io_dtype, param_dtype, n, limits, max_vec, peel_rows, rows_in_launch);
+                              bool peel_rows, std::int64_t launch_rows) {
+  const Rows rows(program, io_dtype, param_dtype, n, limits, max_vec, peel_rows, launch_rows);
   if (std::optional<KernelConfig> reread = rows.rereading_one_cta()) return *reread;
   if (std::optional<KernelConfig> clustered = rows.on_clusters()) return *clustered;
   return rows.on_one_cta();

@@ -124,6 +124,8 @@ std::size_t column_stash_bytes(const LoweredProgram& program, const KernelSpec& 
 // Bytes per column of a program's row inputs (the Tile slots it reads), which a thread holding
 // its rows in registers keeps raw.
 std::int64_t row_input_bytes(const LoweredProgram& program, DType io_dtype, DType param_dtype);
+// How many row inputs a program reads: x for a forward; x and dy for a backward.
+int row_input_count(const LoweredProgram& program);
 
 // Whether the rows `spec` holds in registers (as its row storage keeps them: once, or twice or
 // three times when fetching ahead) fit the per-thread register budget.
