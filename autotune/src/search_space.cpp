@@ -142,11 +142,21 @@ std::optional<PrunedCandidate> prune(const Context& context, const KernelConfig&
   const bool cluster_rereads =
       config.ctas_per_row > 1 && config.threads_per_row == 1024 && storage == RowStorage::global &&
       persistent && !rows_fit_registers(context.program, with_storage(spec, RowStorage::registers));
+  // The prefetched slices of a backward that reads saved statistics may stack rows per CTA as
+  // the heuristic does: as many as kStackedClusterRows and kStackedClusterThreads allow, no
+  // fewer (to keep the space small).
+  const bool stacked_slices =
+      persistent && storage == RowStorage::prefetched && reads_saved_statistics(context.program) &&
+      config.rows_per_cta ==
+          std::min(kStackedClusterRows, kStackedClusterThreads / config.threads_per_row);
   if (config.ctas_per_row > 1 && !cluster_rereads &&
-      (!rows_in_registers(storage) || config.rows_per_cta > 1)) {
+      (!rows_in_registers(storage) || (config.rows_per_cta > 1 && !stacked_slices))) {
     return pruned(PruneRule::needless_cluster,
                   "a cluster of " + std::to_string(config.ctas_per_row) +
-                      " CTAs keeps one row per CTA in registers, not " +
+                      " CTAs keeps its rows in registers, one per CTA (a backward's prefetched "
+                      "slices up to " +
+                      std::to_string(kStackedClusterRows) + " in " +
+                      std::to_string(kStackedClusterThreads) + " threads), not " +
                       std::to_string(config.rows_per_cta) + " rows in " +
                       std::string(row_storage_name(storage)) + " storage");
   }
@@ -251,7 +261,7 @@ std::optional<PrunedCandidate> prune(const Context& context, const KernelConfig&
                   "each thread walks " + std::to_string(elements_per_thread) +
                       " elements of its row serially (limit 64 below 256 threads per row)");
   }
-  if (config.rows_per_cta > 1 && threads > kMaxStackedBlockThreads) {
+  if (config.rows_per_cta > 1 && threads > kMaxStackedBlockThreads && config.ctas_per_row == 1) {
     return pruned(PruneRule::stacked_rows,
                   "stacks " + std::to_string(config.rows_per_cta) + " rows into a " +
                       std::to_string(threads) +

@@ -492,11 +492,11 @@ class Emitter {
     block_index_ = clustered_ ? "tn_cluster" : "blockIdx.x";
     block_count_ = clustered_ ? "tn_clusters" : "gridDim.x";
     // Row groups combine their partial sums in shared memory, one partial row per CTA, when
-    // the column sums are in shared memory already or small enough to move there. (A cluster
-    // holds one row per CTA, so it never combines.)
+    // the column sums are in shared memory already or small enough to move there (not on a
+    // cluster: the copy through tn_combine covers whole rows, and a CTA holds one slice).
     combine_ = plan_.needs_finish() && spec.config.rows_per_cta > 1 &&
                (shared_partials_ || plan_.column_partials == 0 ||
-                spec.config.rows_per_cta * spec.n <= kCombineFloats);
+                (!clustered_ && spec.config.rows_per_cta * spec.n <= kCombineFloats));
     // Column partial sums in shared memory (there already, or moved there to combine the row
     // groups, or to fold a one-row CTA's) can be folded across a cluster; see
     // GeneratedKernel::folds_partials. Scalar partials are not folded, so programs with them
@@ -1145,7 +1145,8 @@ class Emitter {
     emit_row_scalars(-1);
     for (NodeId r : reductions)
       out_ << "  " << (is_comoment(r) ? "tn::Comoment" : "float") << " acc" << r << ";\n";
-    codegen_sm90::emit_exchange_combine(out_, cluster_reductions(reductions));
+    codegen_sm90::emit_exchange_combine(out_, cluster_reductions(reductions),
+                                        spec_.config.rows_per_cta);
     emit_reduction_values(phase);
     emit_row_scalars(0);
     emit_pass(-1);
@@ -1760,10 +1761,14 @@ class Emitter {
       out_ << "  }\n";
     }
     if (clustered_) {
+      // A buffer is pushed into again once this CTA has read it (see emit_prologue); with
+      // several one-warp row groups, nothing else orders the other groups' reads before it.
+      if (geo_.warps_per_row == 1 && spec_.config.rows_per_cta > 1)
+        out_ << "  __syncthreads();  // every row group has read its earlier exchanges\n";
       const auto exchanged = cluster_reductions(reductions);
-      codegen_sm90::emit_exchange_push(out_, exchanged);
+      codegen_sm90::emit_exchange_push(out_, exchanged, spec_.config.rows_per_cta);
       if (defer_exchange_) return;  // a pipelined kernel combines it one row block later
-      codegen_sm90::emit_exchange_combine(out_, exchanged);
+      codegen_sm90::emit_exchange_combine(out_, exchanged, spec_.config.rows_per_cta);
     }
     emit_reduction_values(phase);
   }
@@ -1901,12 +1906,11 @@ class Emitter {
         out_ << "  {\n    float* dst = tn_workspace + " << plan_.column_partials
              << " * tn_columns_floats + " << scalar << " * tn_partial_rows;\n";
         if (combine_) {
-          out_
-              << "    __syncthreads();\n    if (lane == 0) tn_combine_scalar[row_in_cta] = xacc"
-              << r
-              << ";\n    __syncthreads();\n    if (threadIdx.x == 0) {\n      float total = 0.0f;\n"
-              << "      for (int g = 0; g < RPC; ++g) total += tn_combine_scalar[g];\n"
-              << "      dst[" << block_index_ << "] = total;\n    }\n";
+          out_ << "    __syncthreads();\n    if (lane == 0) tn_combine_scalar[row_in_cta] = xacc"
+               << r << ";\n    __syncthreads();\n    if (threadIdx.x == 0"
+               << (clustered_ ? " && tn_rank == 0" : "") << ") {\n      float total = 0.0f;\n"
+               << "      for (int g = 0; g < RPC; ++g) total += tn_combine_scalar[g];\n"
+               << "      dst[" << block_index_ << "] = total;\n    }\n";
         } else {
           out_ << "    if (" << first_of_row() << ") dst[static_cast<long long>(" << block_index_
                << ") * RPC + row_in_cta] = xacc" << r << ";\n";
@@ -2182,9 +2186,11 @@ std::optional<std::string> config_problem(const LoweredProgram& lp, const Kernel
   if (!is_power_of_two(c.ctas_per_row) || c.ctas_per_row > 16) {
     return "ctas_per_row must be a power of two in 1..16, got " + std::to_string(c.ctas_per_row);
   }
-  if (c.ctas_per_row > 1 && c.rows_per_cta != 1) {
-    return "a cluster splits one row per CTA: rows_per_cta must be 1 with ctas_per_row " +
-           std::to_string(c.ctas_per_row) + ", got " + std::to_string(c.rows_per_cta);
+  if (c.ctas_per_row > 1 && c.rows_per_cta != 1 && spec.peel_rows) {
+    return "peel_rows (rows that start misaligned) on a cluster needs rows_per_cta 1 with "
+           "ctas_per_row " +
+           std::to_string(c.ctas_per_row) + ", got " + std::to_string(c.rows_per_cta) +
+           ": a CTA's copy of the column parameters is laid out at one row's shift";
   }
   if (spec.peel_rows && storage == RowStorage::staged) {
     return "peel_rows (rows that start misaligned) cannot stage rows: cp.async copies aligned "

@@ -6,6 +6,12 @@ std::size_t exchange_floats(const ClusterReduction& reduction) {
   return reduction.comoment ? std::size(kComomentFields) : 1;
 }
 
+std::size_t phase_floats(const std::vector<ClusterReduction>& reductions) {
+  std::size_t floats = 0;
+  for (const ClusterReduction& r : reductions) floats += exchange_floats(r);
+  return floats;
+}
+
 void emit_prologue(std::ostream& out, int ctas, std::size_t floats_per_phase, int buffers) {
   out << "  constexpr int CLUSTER = " << ctas << ";  // CTAs that split each row\n"
       << "  // Launched without clusters of CLUSTER CTAs, the row totals would be wrong: stop.\n"
@@ -21,7 +27,7 @@ void emit_prologue(std::ostream& out, int ctas, std::size_t floats_per_phase, in
   // its wait, so it needs four: when a CTA pushes exchange k + 2 it has waited on exchange k,
   // so every CTA has pushed exchange k, which each does after reading exchange k - 2.
   out << "  constexpr int EXCHANGE_BUFFERS = " << buffers << ";\n"
-      << "  __shared__ float tn_exchange_slots[EXCHANGE_BUFFERS][" << floats_per_phase
+      << "  __shared__ float tn_exchange_slots[EXCHANGE_BUFFERS][RPC * " << floats_per_phase
       << " * CLUSTER];\n"
       << "  __shared__ unsigned long long tn_exchange_barrier[EXCHANGE_BUFFERS];\n"
       << "  if (threadIdx.x == 0) {\n"
@@ -32,13 +38,20 @@ void emit_prologue(std::ostream& out, int ctas, std::size_t floats_per_phase, in
       << "  unsigned tn_pushes = 0, tn_waits = 0;  // exchanges pushed and waited on so far\n";
 }
 
-void emit_exchange_push(std::ostream& out, const std::vector<ClusterReduction>& reductions) {
-  std::size_t floats = 0;
-  for (const ClusterReduction& r : reductions) floats += exchange_floats(r);
-  out << "  {\n    float* slots = tn_exchange_slots[tn_pushes % EXCHANGE_BUFFERS];\n"
+// Each row group of a CTA with several pushes into, and combines from, its own run of slots.
+std::string row_group_slots(const std::vector<ClusterReduction>& reductions, int rows_per_cta) {
+  if (rows_per_cta == 1) return "";
+  return " + row_in_cta * " + std::to_string(phase_floats(reductions)) + " * CLUSTER";
+}
+
+void emit_exchange_push(std::ostream& out, const std::vector<ClusterReduction>& reductions,
+                        int rows_per_cta) {
+  const std::size_t floats = phase_floats(reductions);
+  out << "  {\n    float* slots = tn_exchange_slots[tn_pushes % EXCHANGE_BUFFERS]"
+      << row_group_slots(reductions, rows_per_cta) << ";\n"
       << "    unsigned long long* barrier = &tn_exchange_barrier[tn_pushes % EXCHANGE_BUFFERS];\n"
       << "    // One thread per CTA announces what its peers push into it.\n"
-      << "    if (threadIdx.x == 0) tn::exchange_expect(barrier, " << floats
+      << "    if (threadIdx.x == 0) tn::exchange_expect(barrier, RPC * " << floats
       << " * CLUSTER * sizeof(float));\n"
       << "    if (lane < CLUSTER) {  // thread `lane` pushes this CTA's totals to CTA `lane`\n";
   std::size_t offset = 0;
@@ -53,11 +66,13 @@ void emit_exchange_push(std::ostream& out, const std::vector<ClusterReduction>& 
   out << "    }\n    ++tn_pushes;\n  }\n";
 }
 
-void emit_exchange_combine(std::ostream& out, const std::vector<ClusterReduction>& reductions) {
+void emit_exchange_combine(std::ostream& out, const std::vector<ClusterReduction>& reductions,
+                           int rows_per_cta) {
   out << "  {\n    const unsigned buffer = tn_waits % EXCHANGE_BUFFERS;\n"
       << "    tn::exchange_wait(&tn_exchange_barrier[buffer], (tn_waits / EXCHANGE_BUFFERS) & 1);\n"
       << "    ++tn_waits;\n"
-      << "    const float* slots = tn_exchange_slots[buffer];\n";
+      << "    const float* slots = tn_exchange_slots[buffer]"
+      << row_group_slots(reductions, rows_per_cta) << ";\n";
   std::size_t offset = 0;
   for (const ClusterReduction& r : reductions) {
     out << "    " << r.accumulator << " = "

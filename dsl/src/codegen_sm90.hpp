@@ -27,18 +27,23 @@ struct ClusterReduction {
 // The floats a reduction's state takes in an exchange: 1, or a co-moment's 4 fields.
 std::size_t exchange_floats(const ClusterReduction& reduction);
 
+// The floats of state one exchange of these reductions moves per row.
+std::size_t phase_floats(const std::vector<ClusterReduction>& reductions);
+
 // Declarations every cluster kernel starts with: the cluster size check, this CTA's rank and
 // the first column of its slice, the cluster's index and count, and `buffers` exchange buffers
-// with their mbarriers (for up to `floats_per_phase` floats of state per phase). Each CTA holds
-// one row (rows_per_cta = 1).
+// with their mbarriers (for up to `floats_per_phase` floats of state per phase and row group:
+// each of a CTA's RPC rows has its own slots, and one exchange serves them all).
 void emit_prologue(std::ostream& out, int ctas, std::size_t floats_per_phase, int buffers);
 
 // Turning CTA totals (every thread of the CTA holds them) into row totals takes two steps:
 // pushing this CTA's totals to every CTA of the cluster, then waiting for the cluster's and
 // combining them in rank order into the same accumulators. Exchanges are pushed and combined
 // in the same order; a pipelined kernel pushes the next one before combining this one.
-void emit_exchange_push(std::ostream& out, const std::vector<ClusterReduction>& reductions);
-void emit_exchange_combine(std::ostream& out, const std::vector<ClusterReduction>& reductions);
+void emit_exchange_push(std::ostream& out, const std::vector<ClusterReduction>& reductions,
+                        int rows_per_cta);
+void emit_exchange_combine(std::ostream& out, const std::vector<ClusterReduction>& reductions,
+                           int rows_per_cta);
 
 // The end of a kernel with exchanges: emit_exit_arrive() after the last one, emit_exit_wait()
 // last of all. The mbarrier waits already order every store into a CTA's shared memory before

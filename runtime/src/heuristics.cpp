@@ -60,14 +60,6 @@ constexpr int kNarrowBackwardThreads = 16;
 constexpr int kLongPrefetchThreads = 64;
 constexpr int kTwoPhaseLongPrefetchThreads = 32;
 
-// Whether a backward reads the forward's saved statistics (RowScalar inputs).
-bool saved_statistics(const LoweredProgram& program) {
-  for (const ir::Slot& slot : program.program.slots) {
-    if (slot.role == ir::Role::read && slot.shape == ir::Shape::row_scalar) return true;
-  }
-  return false;
-}
-
 int next_power_of_two(std::int64_t v) {
   int p = 1;
   while (p < v && p < (1 << 30)) p *= 2;
@@ -245,7 +237,7 @@ struct Rows {
     // fp32 rows (LayerNorm N = 256 91.3 against 93.2) or recomputing backwards (RMSNorm bf16 N =
     // 256 88.6 against 90.0).
     two_column_sums = persistent && plan.column_partials >= 2;
-    const bool reads_statistics = saved_statistics(program);
+    const bool reads_statistics = reads_saved_statistics(program);
     narrow_backward = persistent && reads_statistics && vec >= 8;
     narrowest =
         std::min(narrow_backward ? kNarrowBackwardThreads : 32,
@@ -295,6 +287,7 @@ struct Rows {
     // 74.4 -> 74.6%; fp16 78.5 -> 84.2%, 74.6 -> 84.5%, 74.1 -> 75.4%.
     stages_recomputed_rows =
         two_column_sums && !reads_statistics && !peel_rows && sixteen_bit_vectors;
+    stacks_cluster_rows = persistent && reads_statistics && !peel_rows;
   }
 
   bool fits(const KernelConfig& config) const {
@@ -536,6 +529,23 @@ struct Rows {
             std::clamp(next_power_of_two((slice + per_thread - 1) / per_thread), 32, 1024);
         const RowStorage first =
             peeled_cluster_backward ? RowStorage::registers : RowStorage::prefetched;
+        // A backward that reads saved statistics stacks rows on its prefetched slices, up to
+        // kStackedClusterRows rows and kStackedClusterThreads threads per CTA: one exchange
+        // serves them all, and each CTA leaves one partial row for all of its rows, so the
+        // workspace shrinks by the same factor (thirty-ninth session, calls 1-2, the benchmark,
+        // M = 2^26 / N, % of the copy ceiling, against one row per CTA: bf16 LayerNorm N = 32768
+        // on 8 x 128 x 4 79.8 against 75.5, 65536 on 16 x 128 x 4 74.9 against 71.3, 131072 on
+        // 16 x 256 x 2 67.0 against 64.9; RMSNorm 16384 on 8 x 64 x 4 94.6 against 90.1, 32768
+        // on 16 x 64 x 4 93.1 against 88.8, 65536 on 16 x 128 x 4 85.6 against 83.0; fp32
+        // LayerNorm 16384 on 8 x 128 x 4 95.3 against 89.7, 32768 on 16 x 128 x 4 97.6 against
+        // 93.3; RMSNorm 65536 on 16 x 256 x 2 97.2 against 96.0). Eight rows of 64 threads
+        // measured slower than four (RMSNorm bf16 16384 83.5, 32768 89.9), and so did stacked
+        // rows of recomputing backwards (LayerNorm bf16 65536 on 16 x 128 x 4 61.2 against 65.1).
+        if (cluster_backward && stacks_cluster_rows && first == RowStorage::prefetched) {
+          const int stacked = std::min(kStackedClusterRows, kStackedClusterThreads / threads);
+          const KernelConfig config{threads, stacked, vec, static_cast<int>(first), split};
+          if (stacked > 1 && fits(config)) return config;
+        }
         for (RowStorage storage : {first, RowStorage::registers}) {
           const KernelConfig config{threads, 1, vec, static_cast<int>(storage), split};
           if (fits(config)) return config;
@@ -742,9 +752,17 @@ struct Rows {
   bool wide_phase = false;
   bool stages_rows = false;
   bool stages_recomputed_rows = false;
+  bool stacks_cluster_rows = false;
 };
 
 }  // namespace
+
+bool reads_saved_statistics(const LoweredProgram& program) {
+  return std::any_of(program.program.slots.begin(), program.program.slots.end(),
+                     [](const ir::Slot& slot) {
+                       return slot.role == ir::Role::read && slot.shape == ir::Shape::row_scalar;
+                     });
+}
 
 KernelConfig heuristic_config(const LoweredProgram& program, DType io_dtype, DType param_dtype,
                               std::int64_t n, const DeviceLimits& limits, int max_vec,

@@ -362,6 +362,44 @@ TEST_CASE("codegen: plan_kernels counts the partial sums and sizes the workspace
   CHECK(contains(kernel.source, "float sc_alpha"));
 }
 
+TEST_CASE("codegen: a cluster kernel with several rows per CTA exchanges their totals at once") {
+  // LayerNorm's backward on 16 x 128 threads, four rows per CTA: each row group pushes its two
+  // totals into its own run of slots, thread 0 expects all four groups' bytes, and one wait per
+  // row block serves them; the row groups add their column partial sums into one partial row
+  // per CTA (per cluster: each CTA writes its slice).
+  KernelConfig stacked = config(128, 4, 8, RowStorage::prefetched);
+  stacked.ctas_per_row = 16;
+  const auto kernel = tilenorm::generate_cuda(lowered("layer_norm_backward"),
+                                              {DType::bf16, DType::bf16, 65536, stacked});
+  CHECK(kernel.partials_per_cta == 1);
+  CHECK(contains(kernel.source,
+                 "__shared__ float tn_exchange_slots[EXCHANGE_BUFFERS][RPC * 2 * CLUSTER];"));
+  CHECK(contains(kernel.source,
+                 "float* slots = tn_exchange_slots[tn_pushes % EXCHANGE_BUFFERS] + row_in_cta * 2 "
+                 "* CLUSTER;"));
+  CHECK(
+      contains(kernel.source, "tn::exchange_expect(barrier, RPC * 2 * CLUSTER * sizeof(float));"));
+  CHECK(contains(kernel.source,
+                 "const float* slots = tn_exchange_slots[buffer] + row_in_cta * 2 * CLUSTER;"));
+  CHECK(contains(kernel.source, "for (int g = 0; g < RPC; ++g) total +="));
+  // Row groups of four warps already meet at the barrier that combines their warps' totals
+  // before each push; one-warp row groups get a barrier of their own there, so that no group
+  // pushes into a buffer another has not read yet.
+  CHECK_FALSE(contains(kernel.source, "every row group has read its earlier exchanges"));
+  KernelConfig warp_rows = config(32, 8, 8, RowStorage::registers);
+  warp_rows.ctas_per_row = 16;
+  CHECK(contains(
+      tilenorm::generate_cuda(lowered("rms_norm"), {DType::bf16, DType::bf16, 20000, warp_rows})
+          .source,
+      "__syncthreads();  // every row group has read its earlier exchanges"));
+  // One row per CTA: the slots are the CTA's.
+  stacked.rows_per_cta = 1;
+  const auto single = tilenorm::generate_cuda(lowered("layer_norm_backward"),
+                                              {DType::bf16, DType::bf16, 65536, stacked});
+  CHECK(contains(single.source, "float* slots = tn_exchange_slots[tn_pushes % EXCHANGE_BUFFERS];"));
+  CHECK_FALSE(contains(single.source, "row_in_cta * 2 * CLUSTER"));
+}
+
 TEST_CASE("codegen: a cluster kernel deals the row to its CTAs and exchanges row totals") {
   KernelConfig clustered = config(256, 1, 8, RowStorage::registers);
   clustered.ctas_per_row = 4;
@@ -401,11 +439,12 @@ TEST_CASE("codegen: a cluster kernel deals the row to its CTAs and exchanges row
   CHECK(waits == 1);
   CHECK(contains(kernel.source, "constexpr int EXCHANGE_BUFFERS = 2;"));
   CHECK(contains(kernel.source,
-                 "__shared__ float tn_exchange_slots[EXCHANGE_BUFFERS][4 * CLUSTER];"));
+                 "__shared__ float tn_exchange_slots[EXCHANGE_BUFFERS][RPC * 4 * CLUSTER];"));
   CHECK(contains(kernel.source,
                  "tn::exchange_push(slots + 3 * CLUSTER + tn_rank, barrier, lane, acc"));
-  // Each CTA expects its peers' bytes: four floats from each of the CLUSTER CTAs.
-  CHECK(contains(kernel.source, "tn::exchange_expect(barrier, 4 * CLUSTER * sizeof(float));"));
+  // Each CTA expects its peers' bytes: four floats per row from each of the CLUSTER CTAs.
+  CHECK(
+      contains(kernel.source, "tn::exchange_expect(barrier, RPC * 4 * CLUSTER * sizeof(float));"));
   CHECK(contains(
       kernel.source,
       " = tn::combine_comoment_slots<CLUSTER, tn::Counts::equal, true>(slots + 0 * CLUSTER);"));
@@ -1031,8 +1070,12 @@ TEST_CASE("codegen: config_problem names what is wrong with a configuration") {
         "the row does not fit in registers (128 values per thread, budget 24)");
   tilenorm::KernelConfig two_rows = config(256, 2, 8, registers);
   two_rows.ctas_per_row = 4;
-  CHECK(problem("rms_norm", DType::bf16, 65536, two_rows) ==
-        "a cluster splits one row per CTA: rows_per_cta must be 1 with ctas_per_row 4, got 2");
+  CHECK(problem("rms_norm", DType::bf16, 65536, two_rows).empty());
+  CHECK(tilenorm::config_problem(lowered("rms_norm"),
+                                 KernelSpec{DType::bf16, DType::bf16, 65537, two_rows, true}) ==
+        "peel_rows (rows that start misaligned) on a cluster needs rows_per_cta 1 with "
+        "ctas_per_row 4, got 2: a CTA's copy of the column parameters is laid out at one row's "
+        "shift");
   tilenorm::KernelConfig too_many = config(256, 1, 8, registers);
   too_many.ctas_per_row = 16;
   CHECK(problem("rms_norm", DType::bf16, 8192, too_many) ==
@@ -1241,12 +1284,24 @@ TEST_CASE("codegen: with clusters, the heuristic splits long rows") {
             .config.ctas_per_row == 1);
   CHECK(heuristic_spec(lowered("rms_norm_backward_recompute"), DType::bf16, 32768)
             .config.ctas_per_row == 16);
-  for (std::int64_t n : {16384, 32768, 65536, 262144}) {
+  // Reading saved statistics, they stack up to four rows per CTA of at most 512 threads; a
+  // recomputing backward, and rows that start misaligned, keep one.
+  for (auto [n, stacked] :
+       {std::pair<std::int64_t, int>{16384, 4}, {32768, 4}, {65536, 4}, {131072, 2}, {262144, 1}}) {
     CAPTURE(n);
     CHECK(static_cast<RowStorage>(config(DType::bf16, n).row_storage) == RowStorage::prefetched);
     const KernelConfig split = config(DType::bf16, n);
     CHECK(split.threads_per_row * 4 * 8 * split.ctas_per_row == n);
+    CHECK(split.rows_per_cta == stacked);
+    CHECK(heuristic_spec(lowered("rms_norm_backward_recompute"), DType::bf16, n)
+              .config.rows_per_cta == 1);
+    const KernelConfig peeled = tilenorm::heuristic_config(
+        program, DType::bf16, DType::bf16, n + 1, tilenorm::DeviceLimits::hopper(), 0, true);
+    CHECK(peeled.ctas_per_row > 1);
+    CHECK(peeled.rows_per_cta == 1);
   }
+  CHECK(config(DType::f32, 16384).rows_per_cta == 4);
+  CHECK(config(DType::f32, 65536).rows_per_cta == 2);
   // LayerNorm's backwards (two column sums) keep slices of <= 512 vectors, saved statistics
   // or recomputed, four vectors per thread, prefetched.
   for (const char* name : {"layer_norm_backward", "layer_norm_backward_recompute"}) {
@@ -1257,6 +1312,8 @@ TEST_CASE("codegen: with clusters, the heuristic splits long rows") {
       CHECK(static_cast<RowStorage>(split.row_storage) == RowStorage::prefetched);
       CHECK(split.ctas_per_row == std::min<std::int64_t>(16, n / 4096));
       CHECK(split.threads_per_row * 4 * 8 * split.ctas_per_row == n);
+      const bool saved = std::string(name) == "layer_norm_backward";
+      CHECK(split.rows_per_cta == (saved ? std::min(4, 512 / split.threads_per_row) : 1));
     }
   }
   // Ragged rows take the rule-sized cluster, not one CTA: its CTAs take turns over the row's

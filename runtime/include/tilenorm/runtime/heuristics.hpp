@@ -53,6 +53,14 @@ inline constexpr int kMaxClusterCtas = 16;
 inline constexpr std::int64_t kMinClusterSliceVectors = 256;
 inline constexpr std::int64_t kClusterVectorsPerThread = 4;
 inline constexpr int kLongSliceThreads = 512;
+// A backward reading saved statistics stacks up to kStackedClusterRows rows on its slices, in
+// CTAs of at most kStackedClusterThreads threads: one exchange and one partial row serve them.
+inline constexpr int kStackedClusterRows = 4;
+inline constexpr int kStackedClusterThreads = 512;
+
+// Whether a backward reads the forward's saved statistics (RowScalar inputs), rather than
+// recomputing them from x.
+bool reads_saved_statistics(const LoweredProgram& program);
 
 // Whether a launch of a persistent kernel folds its column partial sums across a cluster
 // (GeneratedKernel::folds_partials), given the bytes of its unfolded partial sums per column
