@@ -541,7 +541,8 @@ struct Rows {
         // 93.3; RMSNorm 65536 on 16 x 256 x 2 97.2 against 96.0). Eight rows of 64 threads
         // measured slower than four (RMSNorm bf16 16384 83.5, 32768 89.9), and so did stacked
         // rows of recomputing backwards (LayerNorm bf16 65536 on 16 x 128 x 4 61.2 against 65.1).
-        if (cluster_backward && stacks_cluster_rows && first == RowStorage::prefetched) {
+        if (cluster_backward && stacks_cluster_rows && first == RowStorage::prefetched &&
+            threads >= kStackedClusterMinThreads) {
           const int stacked = std::min(kStackedClusterRows, kStackedClusterThreads / threads);
           const KernelConfig config{threads, stacked, vec, static_cast<int>(first), split};
           if (stacked > 1 && fits(config)) return config;

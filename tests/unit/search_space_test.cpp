@@ -30,8 +30,8 @@ using tilenorm::RowStorage;
 constexpr std::size_t kMaxCandidatesPerShape = 35;
 // A backward reads two row tensors, so fewer configurations are dominated, and a persistent one
 // also searches prefetched rows beside rows in registers, and, reading saved statistics,
-// prefetched cluster slices of several rows per CTA beside one (45 at fp32 N = 4096).
-constexpr std::size_t kMaxCandidatesPerBackwardShape = 45;
+// prefetched cluster slices of two or four rows per CTA beside one (48 at fp32 N = 4096).
+constexpr std::size_t kMaxCandidatesPerBackwardShape = 48;
 
 bool contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;

@@ -55,8 +55,11 @@ inline constexpr std::int64_t kClusterVectorsPerThread = 4;
 inline constexpr int kLongSliceThreads = 512;
 // A backward reading saved statistics stacks up to kStackedClusterRows rows on its slices, in
 // CTAs of at most kStackedClusterThreads threads: one exchange and one partial row serve them.
+// Rows of at least kStackedClusterMinThreads threads: stacked one-warp rows ran on the H200 in
+// forwards only.
 inline constexpr int kStackedClusterRows = 4;
 inline constexpr int kStackedClusterThreads = 512;
+inline constexpr int kStackedClusterMinThreads = 64;
 
 // Whether a backward reads the forward's saved statistics (RowScalar inputs), rather than
 // recomputing them from x.
