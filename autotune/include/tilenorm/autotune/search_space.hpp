@@ -33,7 +33,8 @@ enum class PruneRule {
   narrower_vec,       // narrower than the widest usable vec (the runtime narrows by itself)
   no_clusters,        // ctas_per_row > 1 on a device without thread-block clusters
   needless_cluster,   // a cluster for a short row, slices under 256 vectors, or slices not
-                      // held one row per CTA in registers
+                      // held in registers, one row per CTA (a saved-statistics backward's
+                      // prefetched slices: up to four)
   forward_prefetch,   // prefetched rows for a program without sums across rows, no cluster,
                       // rows under 320 vectors
   staged_scope,       // staged rows outside a backward of one CTA per row (measured there)
