@@ -147,10 +147,8 @@ std::optional<PrunedCandidate> prune(const Context& context, const KernelConfig&
   // fewer (bf16 RMSNorm N = 65536 on 16 x 128 threads ran 87.6% of the copy ceiling with two
   // rows per CTA, 85.6% with four; LayerNorm 70.3% and 74.9%).
   const bool stacked_slices =
-      persistent && storage == RowStorage::prefetched && reads_saved_statistics(context.program) &&
-      config.threads_per_row >= kStackedClusterMinThreads &&
-      config.rows_per_cta <= kStackedClusterRows &&
-      config.threads_per_row * config.rows_per_cta <= kStackedClusterThreads;
+      storage == RowStorage::prefetched &&
+      config.rows_per_cta <= stacked_cluster_rows(context.program, config.threads_per_row);
   if (config.ctas_per_row > 1 && !cluster_rereads &&
       (!rows_in_registers(storage) || (config.rows_per_cta > 1 && !stacked_slices))) {
     return pruned(PruneRule::needless_cluster,

@@ -60,6 +60,15 @@ constexpr int kNarrowBackwardThreads = 16;
 constexpr int kLongPrefetchThreads = 64;
 constexpr int kTwoPhaseLongPrefetchThreads = 32;
 
+// Whether a backward reads the forward's saved statistics (RowScalar inputs), rather than
+// recomputing them from x.
+bool reads_saved_statistics(const LoweredProgram& program) {
+  return std::any_of(program.program.slots.begin(), program.program.slots.end(),
+                     [](const ir::Slot& slot) {
+                       return slot.role == ir::Role::read && slot.shape == ir::Shape::row_scalar;
+                     });
+}
+
 int next_power_of_two(std::int64_t v) {
   int p = 1;
   while (p < v && p < (1 << 30)) p *= 2;
@@ -287,7 +296,6 @@ struct Rows {
     // 74.4 -> 74.6%; fp16 78.5 -> 84.2%, 74.6 -> 84.5%, 74.1 -> 75.4%.
     stages_recomputed_rows =
         two_column_sums && !reads_statistics && !peel_rows && sixteen_bit_vectors;
-    stacks_cluster_rows = persistent && reads_statistics && !peel_rows;
   }
 
   bool fits(const KernelConfig& config) const {
@@ -541,11 +549,11 @@ struct Rows {
         // 93.3; RMSNorm 65536 on 16 x 256 x 2 97.2 against 96.0). Eight rows of 64 threads
         // measured slower than four (RMSNorm bf16 16384 83.5, 32768 89.9), and so did stacked
         // rows of recomputing backwards (LayerNorm bf16 65536 on 16 x 128 x 4 61.2 against 65.1).
-        if (cluster_backward && stacks_cluster_rows && first == RowStorage::prefetched &&
-            threads >= kStackedClusterMinThreads) {
-          const int stacked = std::min(kStackedClusterRows, kStackedClusterThreads / threads);
-          const KernelConfig config{threads, stacked, vec, static_cast<int>(first), split};
-          if (stacked > 1 && fits(config)) return config;
+        const int stacked = stacked_cluster_rows(program, threads);
+        if (cluster_backward && !peel_rows && stacked > 1) {
+          const KernelConfig config{threads, stacked, vec, static_cast<int>(RowStorage::prefetched),
+                                    split};
+          if (fits(config)) return config;
         }
         for (RowStorage storage : {first, RowStorage::registers}) {
           const KernelConfig config{threads, 1, vec, static_cast<int>(storage), split};
@@ -753,16 +761,15 @@ struct Rows {
   bool wide_phase = false;
   bool stages_rows = false;
   bool stages_recomputed_rows = false;
-  bool stacks_cluster_rows = false;
 };
 
 }  // namespace
 
-bool reads_saved_statistics(const LoweredProgram& program) {
-  return std::any_of(program.program.slots.begin(), program.program.slots.end(),
-                     [](const ir::Slot& slot) {
-                       return slot.role == ir::Role::read && slot.shape == ir::Shape::row_scalar;
-                     });
+int stacked_cluster_rows(const LoweredProgram& program, int threads_per_row) {
+  if (!plan_kernels(program).persistent || !reads_saved_statistics(program) ||
+      threads_per_row < kStackedClusterMinThreads)
+    return 1;
+  return std::max(1, std::min(kStackedClusterRows, kStackedClusterThreads / threads_per_row));
 }
 
 KernelConfig heuristic_config(const LoweredProgram& program, DType io_dtype, DType param_dtype,

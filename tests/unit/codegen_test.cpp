@@ -1755,86 +1755,74 @@ TEST_CASE("codegen: forwards that tile their rows with few vectors per thread re
                     std::int64_t rows = 0) {
     return tilenorm::heuristic_config(lowered(name), dtype, dtype, n, limits, 0, peel, rows);
   };
-  const KernelConfig reread{1024, 1, 8, static_cast<int>(RowStorage::global), 1};
-  const KernelConfig reread_f32{1024, 1, 4, static_cast<int>(RowStorage::global), 1};
+  constexpr int global = static_cast<int>(RowStorage::global);
+  constexpr int registers = static_cast<int>(RowStorage::registers);
+  // One CTA of `threads` re-reading its row from global memory (L2).
+  auto rereads = [](int threads, int vec) { return KernelConfig{threads, 1, vec, global, 1}; };
+  const KernelConfig reread = rereads(1024, 8);
+  const KernelConfig reread_f32 = rereads(1024, 4);
   CHECK(forward("rms_norm", DType::bf16, 32768) == reread);
   CHECK(forward("rms_norm", DType::f16, 32768) == reread);
   CHECK(forward("rms_norm_no_weight", DType::bf16, 32768) == reread);
   CHECK(forward("rms_norm", DType::f32, 16384) == reread_f32);
   CHECK(forward("layer_norm", DType::f32, 16384) == reread_f32);
   // Exactly 1024 vectors: two per thread on 512 threads, four such CTAs per SM.
-  const KernelConfig reread_half{512, 1, 8, static_cast<int>(RowStorage::global), 1};
-  const KernelConfig reread_half_f32{512, 1, 4, static_cast<int>(RowStorage::global), 1};
+  const KernelConfig reread_half = rereads(512, 8);
+  const KernelConfig reread_half_f32 = rereads(512, 4);
   CHECK(forward("rms_norm", DType::bf16, 8192) == reread_half);
   CHECK(forward("rms_norm", DType::f32, 4096) == reread_half_f32);
   CHECK(forward("layer_norm", DType::f32, 4096) == reread_half_f32);
   // 256 and 512 vectors: two per thread too, on 128 and 256 threads.
-  const KernelConfig reread_quarter{256, 1, 8, static_cast<int>(RowStorage::global), 1};
-  const KernelConfig reread_quarter_f32{256, 1, 4, static_cast<int>(RowStorage::global), 1};
+  const KernelConfig reread_quarter = rereads(256, 8);
+  const KernelConfig reread_quarter_f32 = rereads(256, 4);
   CHECK(forward("rms_norm", DType::bf16, 4096) == reread_quarter);
   CHECK(forward("rms_norm", DType::f16, 4096) == reread_quarter);
   CHECK(forward("rms_norm", DType::f32, 2048) == reread_quarter_f32);
   CHECK(forward("layer_norm", DType::f32, 2048) == reread_quarter_f32);
-  CHECK(forward("rms_norm", DType::bf16, 2048) ==
-        KernelConfig{128, 1, 8, static_cast<int>(RowStorage::global), 1});
-  CHECK(forward("layer_norm", DType::f32, 1024) ==
-        KernelConfig{128, 1, 4, static_cast<int>(RowStorage::global), 1});
+  CHECK(forward("rms_norm", DType::bf16, 2048) == rereads(128, 8));
+  CHECK(forward("layer_norm", DType::f32, 1024) == rereads(128, 4));
   // 16-bit co-moments at 256 to 1024 vectors: four per thread, on 64 to 256 threads.
-  const KernelConfig reread_comoment{128, 1, 8, static_cast<int>(RowStorage::global), 1};
+  const KernelConfig reread_comoment = rereads(128, 8);
   CHECK(forward("layer_norm", DType::bf16, 4096) == reread_comoment);
   CHECK(forward("layer_norm_no_affine", DType::f16, 4096) == reread_comoment);
-  CHECK(forward("layer_norm", DType::bf16, 2048) ==
-        KernelConfig{64, 1, 8, static_cast<int>(RowStorage::global), 1});
-  CHECK(forward("layer_norm", DType::bf16, 8192) ==
-        KernelConfig{256, 1, 8, static_cast<int>(RowStorage::global), 1});
-  CHECK(forward("layer_norm", DType::bf16, 16384).row_storage ==
-        static_cast<int>(RowStorage::registers));
+  CHECK(forward("layer_norm", DType::bf16, 2048) == rereads(64, 8));
+  CHECK(forward("layer_norm", DType::bf16, 8192) == rereads(256, 8));
+  CHECK(forward("layer_norm", DType::bf16, 16384).row_storage == registers);
   // Not programs that read two rows (backwards without column sums).
-  CHECK(forward("rms_norm_no_weight_backward", DType::f32, 2048).row_storage ==
-        static_cast<int>(RowStorage::registers));
-  CHECK(forward("rms_norm_no_weight_backward_recompute", DType::f32, 4096).row_storage !=
-        static_cast<int>(RowStorage::global));
-  CHECK(forward("layer_norm_no_affine_backward", DType::bf16, 4096).row_storage !=
-        static_cast<int>(RowStorage::global));
+  CHECK(forward("rms_norm_no_weight_backward", DType::f32, 2048).row_storage == registers);
+  CHECK(forward("rms_norm_no_weight_backward_recompute", DType::f32, 4096).row_storage != global);
+  CHECK(forward("layer_norm_no_affine_backward", DType::bf16, 4096).row_storage != global);
   // Two to three vectors per thread on 512 threads, without co-moments.
-  CHECK(forward("rms_norm", DType::bf16, 12288) ==
-        KernelConfig{512, 1, 8, static_cast<int>(RowStorage::global), 1});
-  CHECK(forward("rms_norm", DType::f32, 5120) ==
-        KernelConfig{512, 1, 4, static_cast<int>(RowStorage::global), 1});
-  CHECK(forward("layer_norm", DType::f32, 5120).row_storage ==
-        static_cast<int>(RowStorage::registers));
+  CHECK(forward("rms_norm", DType::bf16, 12288) == rereads(512, 8));
+  CHECK(forward("rms_norm", DType::f32, 5120) == rereads(512, 4));
+  CHECK(forward("layer_norm", DType::f32, 5120).row_storage == registers);
   // Not one vector per thread (128 vectors) or other rows that do not tile (640 vectors).
-  CHECK(forward("rms_norm", DType::f32, 512).row_storage ==
-        static_cast<int>(RowStorage::registers));
-  CHECK(forward("rms_norm", DType::bf16, 5120).row_storage ==
-        static_cast<int>(RowStorage::registers));
+  CHECK(forward("rms_norm", DType::f32, 512).row_storage == registers);
+  CHECK(forward("rms_norm", DType::bf16, 5120).row_storage == registers);
   // Nor launches whose row blocks are all resident at once (decoding): 132 SMs hold 1056 CTAs
   // of 256 threads, and 264 of 1024.
   CHECK(forward("rms_norm", DType::bf16, 4096, false, tilenorm::DeviceLimits::hopper(), 1024)
-            .row_storage == static_cast<int>(RowStorage::registers));
+            .row_storage == registers);
   CHECK(forward("rms_norm", DType::bf16, 4096, false, tilenorm::DeviceLimits::hopper(), 1025) ==
         reread_quarter);
   CHECK(forward("rms_norm", DType::bf16, 32768, false, tilenorm::DeviceLimits::hopper(), 256)
-            .row_storage != static_cast<int>(RowStorage::global));
+            .row_storage != global);
   CHECK(forward("rms_norm", DType::bf16, 32768, false, tilenorm::DeviceLimits::hopper(), 300) ==
         reread);
   CHECK(forward("rms_norm", DType::f32, 4096, false, tilenorm::known_device("L40S")).row_storage !=
-        static_cast<int>(RowStorage::global));
+        global);
   // Not 16-bit co-moments, other row lengths, misaligned rows, backwards, phases of four
   // reductions, or GPUs that hold one 1024-thread CTA per SM (sm_89: 1536 threads).
   CHECK(forward("layer_norm", DType::bf16, 32768).ctas_per_row == 8);
-  CHECK(forward("rms_norm", DType::bf16, 16384).row_storage ==
-        static_cast<int>(RowStorage::registers));
+  CHECK(forward("rms_norm", DType::bf16, 16384).row_storage == registers);
   CHECK(forward("rms_norm", DType::bf16, 65536).ctas_per_row == 16);
-  CHECK(forward("rms_norm", DType::bf16, 32768, true).row_storage !=
-        static_cast<int>(RowStorage::global));
-  CHECK(forward("rms_norm_backward", DType::bf16, 32768).row_storage !=
-        static_cast<int>(RowStorage::global));
+  CHECK(forward("rms_norm", DType::bf16, 32768, true).row_storage != global);
+  CHECK(forward("rms_norm_backward", DType::bf16, 32768).row_storage != global);
   CHECK(heuristic_spec(tilenorm::lower(four_reductions()), DType::bf16, 32768).config.row_storage !=
-        static_cast<int>(RowStorage::global));
+        global);
   CHECK(
       forward("rms_norm", DType::bf16, 32768, false, tilenorm::known_device("L40S")).row_storage !=
-      static_cast<int>(RowStorage::global));
+      global);
 }
 
 TEST_CASE("codegen: a phase of several reductions gets eight vectors per thread on long rows") {

@@ -61,9 +61,10 @@ inline constexpr int kStackedClusterRows = 4;
 inline constexpr int kStackedClusterThreads = 512;
 inline constexpr int kStackedClusterMinThreads = 64;
 
-// Whether a backward reads the forward's saved statistics (RowScalar inputs), rather than
-// recomputing them from x.
-bool reads_saved_statistics(const LoweredProgram& program);
+// The most rows per CTA a cluster's prefetched slices of `threads_per_row` threads may stack,
+// shared by the heuristic (which takes them all) and the tuner's search space: as above for a
+// backward that reads saved statistics, else 1.
+int stacked_cluster_rows(const LoweredProgram& program, int threads_per_row);
 
 // Whether a launch of a persistent kernel folds its column partial sums across a cluster
 // (GeneratedKernel::folds_partials), given the bytes of its unfolded partial sums per column
