@@ -26,6 +26,9 @@ constexpr std::int64_t kClusterSliceVectors = 1024;
 // 49% split across 2 CTAs; at 4096 vectors and more the cluster won: LayerNorm 15 -> 44%).
 constexpr std::int64_t kClusterRowVectors = 2048;
 constexpr std::int64_t kLongRowVectors = 1024;
+// A bf16 backward that reads saved statistics takes a cluster of stacked rows at rows of this
+// many vectors (see on_clusters).
+constexpr std::int64_t kStackedClusterRowVectors = 1024;
 constexpr std::int64_t kForwardClusterRowVectors = 4096;
 // A forward on one CTA per row whose last sweep is partly empty takes half the threads where
 // each then holds at most this many vectors (see heuristic_config).
@@ -363,10 +366,24 @@ struct Rows {
     // 16384, M = 4096: 85.0% of the copy ceiling on 8 x 64 threads against 80.9% on one CTA).
     // Not when it recomputes (78.8% against 84.2%) or for fp32 rows (N = 8192: 92.0% against
     // 94.1%), nor for misaligned rows (not measured).
+    // Since a cluster's CTAs may stack rows (thirty-ninth session), so does a bf16 row of
+    // kStackedClusterRowVectors, LayerNorm's too: 4 CTAs of 64 threads x 4 rows, slices of a
+    // quarter of kClusterSliceVectors that tile it exactly (fortieth session, calls 2-3, the
+    // benchmark, M = 2^26 / N, % of the copy ceiling: bf16 N = 8192 LayerNorm 86.9 against 83.7
+    // on one CTA of 256 threads, staged; RMSNorm 92.9 against 89.7 on 128 threads, prefetched).
+    // Only there: fp16 rows ran slower (N = 8192: LayerNorm 65.4 against 88.9, RMSNorm 87.5
+    // against 89.7), and so did ragged slices of 128 threads (bf16 N = 10240, 12288 and 14336:
+    // LayerNorm 51.4, 75.3 and 61.0 against 74.3, 77.7 and 78.5; RMSNorm 76.1, 81.7 and 85.0
+    // against 89.4, 90.0 and 90.6) and LayerNorm at N = 16384 on 8 x 64 x 4 (bf16 85.2 against
+    // 85.6, fp16 64.9 against 85.7).
+    const bool stacked_cluster_backward = narrow_backward && !peel_rows &&
+                                          io_dtype == DType::bf16 &&
+                                          chunks == kStackedClusterRowVectors;
     const bool cluster_backward =
         persistent &&
         (chunks > kClusterRowVectors ||
-         (chunks == kClusterRowVectors && !two_column_sums && narrow_backward && !peel_rows));
+         (chunks == kClusterRowVectors && !two_column_sums && narrow_backward && !peel_rows) ||
+         stacked_cluster_backward);
     // Since the row exchange pushes with st.async (no fence per row; tenth session), a co-moment
     // forward takes a cluster at kForwardClusterRowVectors already: LayerNorm bf16 N = 32768
     // (M = 2048) on 4 x 256 threads, prefetched, 80.8% against 75.6% on one CTA of 512 threads.
@@ -438,7 +455,8 @@ struct Rows {
       // 75.6%, recomputing 77.1% against 74.0%; fp32 N = 16384 95.9% against 90.7%, 32768 92.9%
       // against 90.0%).
       const std::int64_t slice_limit =
-          cluster_backward && !two_column_sums ? kClusterSliceVectors / 4
+          cluster_backward && (!two_column_sums || stacked_cluster_backward)
+              ? kClusterSliceVectors / 4
           : (cluster_backward && two_column_sums) || (cluster_forward && comoments)
               ? kClusterSliceVectors / 2
               : kClusterSliceVectors;

@@ -150,7 +150,8 @@ TEST_CASE("backward: clusters split rows, sum partials per cluster, and match th
                 {20000, 1000, 1},
                 {65536, 5, 1},
                 {20000, 5, 2},
-                {20000, 1000, 2}}) {
+                {20000, 1000, 2},
+                {8192, 37, 4}}) {
             // (Stacked rows in global storage, which spill their column sums, are not run.)
             if (rows_per_cta > 1 && storage == 2) continue;
             const tilenorm::KernelConfig config{256 / rows_per_cta, rows_per_cta, 8, storage, ctas};
@@ -183,6 +184,35 @@ TEST_CASE("backward: clusters split rows, sum partials per cluster, and match th
           }
         }
       }
+    }
+  }
+}
+
+TEST_CASE("backward: clusters take bf16 rows of 1024 vectors, four stacked per CTA") {
+  if (backward_runtime().compute_capability_major() < 9) {
+    MESSAGE("skipped: thread-block clusters need sm_90 or later, this GPU is "
+            << backward_runtime().arch());
+    return;
+  }
+  // The heuristic's own choice (no config given): backwards that read saved statistics split
+  // N = 8192 across 4 CTAs of four rows each; M = 37 leaves the last CTA one row.
+  for (const char* name : {"layer_norm", "rms_norm"}) {
+    const tilenorm::Norm norm =
+        backward_runtime().load(tilenorm::backward(tilenorm::kernels::builtin_program(name)));
+    for (std::int64_t m : {37, 1000}) {
+      CAPTURE(name);
+      CAPTURE(m);
+      const auto report =
+          tilenorm::check_against_interpreter(norm, {.io_dtype = DType::bf16,
+                                                     .param_dtype = DType::bf16,
+                                                     .rows = m,
+                                                     .cols = 8192,
+                                                     .seed = static_cast<unsigned>(m)});
+      INFO(report.describe());
+      CHECK(report.ok());
+      CHECK(report.unwritten == 0);
+      CHECK(report.used.config.ctas_per_row == 4);
+      CHECK(report.used.config.rows_per_cta == 4);
     }
   }
 }

@@ -1269,9 +1269,14 @@ TEST_CASE("codegen: with clusters, the heuristic splits long rows") {
     return heuristic_spec(program, dtype, n).config;
   };
   // One column sum: up to 2048 vectors per row (bf16 from 2048), one CTA; then the fewest CTAs
-  // that keep <= 256 vectors each (up to 16), four vectors per thread, prefetched.
-  CHECK(config(DType::bf16, 8192).ctas_per_row == 1);
+  // that keep <= 256 vectors each (up to 16), four vectors per thread, prefetched. A bf16 row
+  // of 1024 vectors takes four such CTAs too; fp16 and fp32 rows and longer ones keep one.
+  CHECK(config(DType::bf16, 4096).ctas_per_row == 1);
+  CHECK(config(DType::bf16, 8192).ctas_per_row == 4);
+  CHECK(config(DType::f16, 8192).ctas_per_row == 1);
   CHECK(config(DType::f32, 8192).ctas_per_row == 1);
+  CHECK(config(DType::bf16, 10240).ctas_per_row == 1);
+  CHECK(config(DType::bf16, 12288).ctas_per_row == 1);
   CHECK(config(DType::bf16, 16384).ctas_per_row == 8);
   CHECK(config(DType::f16, 16384).ctas_per_row == 8);
   CHECK(config(DType::bf16, 32768).ctas_per_row == 16);
@@ -1286,8 +1291,12 @@ TEST_CASE("codegen: with clusters, the heuristic splits long rows") {
             .config.ctas_per_row == 16);
   // Reading saved statistics, they stack up to four rows per CTA of at most 512 threads; a
   // recomputing backward, and rows that start misaligned, keep one.
-  for (auto [n, stacked] :
-       {std::pair<std::int64_t, int>{16384, 4}, {32768, 4}, {65536, 4}, {131072, 2}, {262144, 1}}) {
+  for (auto [n, stacked] : {std::pair<std::int64_t, int>{8192, 4},
+                            {16384, 4},
+                            {32768, 4},
+                            {65536, 4},
+                            {131072, 2},
+                            {262144, 1}}) {
     CAPTURE(n);
     CHECK(static_cast<RowStorage>(config(DType::bf16, n).row_storage) == RowStorage::prefetched);
     const KernelConfig split = config(DType::bf16, n);
@@ -1316,6 +1325,17 @@ TEST_CASE("codegen: with clusters, the heuristic splits long rows") {
       CHECK(split.rows_per_cta == (saved ? std::min(4, 512 / split.threads_per_row) : 1));
     }
   }
+  // Reading saved statistics, a bf16 row of 1024 vectors takes slices of 256 vectors too (N =
+  // 8192 on 4 x 64 threads x 4 rows); recomputing, or in fp16, one CTA.
+  const KernelConfig stacked =
+      heuristic_spec(lowered("layer_norm_backward"), DType::bf16, 8192).config;
+  CHECK(static_cast<RowStorage>(stacked.row_storage) == RowStorage::prefetched);
+  CHECK(stacked.ctas_per_row == 4);
+  CHECK(stacked.threads_per_row == 64);
+  CHECK(stacked.rows_per_cta == 4);
+  CHECK(heuristic_spec(lowered("layer_norm_backward_recompute"), DType::bf16, 8192)
+            .config.ctas_per_row == 1);
+  CHECK(heuristic_spec(lowered("layer_norm_backward"), DType::f16, 8192).config.ctas_per_row == 1);
   // Ragged rows take the rule-sized cluster, not one CTA: its CTAs take turns over the row's
   // chunks, so none is left without columns (LayerNorm bf16 N = 20000 on 8 x 128 threads; with
   // contiguous slices its eighth CTA had none, and N = 100000 fell to one CTA re-reading its
@@ -1606,16 +1626,17 @@ TEST_CASE("codegen: the heuristic keeps rows in registers, then shared memory, t
       {DType::f32, 2560, 128, RowStorage::prefetched},
   };
   check_one_cta_rows("layer_norm_backward_recompute", recompute_staging);
-  for (const char* name : {"rms_norm_backward", "layer_norm_backward_recompute"}) {
-    for (std::int64_t n : {4096, 8192}) {
-      CAPTURE(name);
-      CAPTURE(n);
-      const KernelConfig config = heuristic_spec(lowered(name), DType::bf16, n).config;
-      CHECK(static_cast<RowStorage>(config.row_storage) == RowStorage::prefetched);
-      CHECK(config.threads_per_row * 8 * 8 == n);
-      // CTAs of 128 threads: two rows of 64, or one of 128.
-      CHECK(config.rows_per_cta * config.threads_per_row == 128);
-    }
+  // (RMSNorm's bf16 backward reading saved statistics takes a cluster at N = 8192.)
+  for (const auto& [name, n] : {std::pair<const char*, std::int64_t>{"rms_norm_backward", 4096},
+                                {"layer_norm_backward_recompute", 4096},
+                                {"layer_norm_backward_recompute", 8192}}) {
+    CAPTURE(name);
+    CAPTURE(n);
+    const KernelConfig config = heuristic_spec(lowered(name), DType::bf16, n).config;
+    CHECK(static_cast<RowStorage>(config.row_storage) == RowStorage::prefetched);
+    CHECK(config.threads_per_row * 8 * 8 == n);
+    // CTAs of 128 threads: two rows of 64, or one of 128.
+    CHECK(config.rows_per_cta * config.threads_per_row == 128);
   }
   // Not where ptxas for older GPUs would spill them, nor where a third row input would need
   // more than 128 registers for two sets of 8 chunks (it keeps 4 per thread, prefetched).
