@@ -376,13 +376,13 @@ struct Rows {
     // LayerNorm 51.4, 75.3 and 61.0 against 74.3, 77.7 and 78.5; RMSNorm 76.1, 81.7 and 85.0
     // against 89.4, 90.0 and 90.6) and LayerNorm at N = 16384 on 8 x 64 x 4 (bf16 85.2 against
     // 85.6, fp16 64.9 against 85.7).
-    const bool stacked_cluster_backward = narrow_backward && !peel_rows &&
-                                          io_dtype == DType::bf16 &&
-                                          chunks == kStackedClusterRowVectors;
+    const bool aligned_narrow_backward = narrow_backward && !peel_rows;
+    const bool stacked_cluster_backward =
+        aligned_narrow_backward && io_dtype == DType::bf16 && chunks == kStackedClusterRowVectors;
     const bool cluster_backward =
         persistent &&
         (chunks > kClusterRowVectors ||
-         (chunks == kClusterRowVectors && !two_column_sums && narrow_backward && !peel_rows) ||
+         (chunks == kClusterRowVectors && !two_column_sums && aligned_narrow_backward) ||
          stacked_cluster_backward);
     // Since the row exchange pushes with st.async (no fence per row; tenth session), a co-moment
     // forward takes a cluster at kForwardClusterRowVectors already: LayerNorm bf16 N = 32768
