@@ -8,6 +8,7 @@
 #include "tilenorm/dsl/autodiff.hpp"
 #include "tilenorm/dsl/codegen.hpp"
 #include "tilenorm/kernels/programs.hpp"
+#include "tilenorm/runtime/fileio.hpp"
 #include "tilenorm/runtime/heuristics.hpp"
 #include "tilenorm/runtime/runtime.hpp"
 
@@ -27,7 +28,7 @@ constexpr const char* kDescription =
 
 struct DumpOptions {
   std::string kernel, dtype = "bf16", n = "4096", m;
-  std::string threads_per_row, rows_per_cta, vec, storage, ctas_per_row = "1", arch;
+  std::string threads_per_row, rows_per_cta, vec, storage, ctas_per_row = "1", arch, cubin;
   bool source_only = false, ir_only = false, backward = false, recompute = false;
   bool misaligned = false, shift_per_row = false, early_columns = false;
 };
@@ -71,6 +72,10 @@ int dump(const std::vector<std::string>& args) {
                  "registers and spills; the limits of its known device (A100, L40S, H100, B200), "
                  "else of the newest known one of an older architecture, drive the heuristic",
                  "sm_XX");
+  cli::add_value(app, "--cubin", o.cubin,
+                 "with --arch: also write the compiled main and finishing kernels (a CUDA "
+                 "binary, which `cuobjdump -sass` disassembles) to PATH",
+                 "PATH");
   auto* backward = app.add_flag("--backward", o.backward,
                                 "the derived backward (reading the saved statistics): its IR, "
                                 "main and finishing kernels");
@@ -97,6 +102,8 @@ int dump(const std::vector<std::string>& args) {
                          : o.early_columns ? 1
                                            : 0;
   if (o.kernel.empty()) throw tn::UsageError("--kernel is required (see --help)");
+  if (!o.cubin.empty() && (o.arch.empty() || o.ir_only))
+    throw tn::UsageError("--cubin needs --arch (and the kernel: not with --ir-only)");
   const std::string kernel = cli::parse_kernel_name("--kernel", o.kernel);
   std::optional<tn::DeviceLimits> arch_limits;
   if (!o.arch.empty()) {
@@ -138,6 +145,8 @@ int dump(const std::vector<std::string>& args) {
   // Compiled before anything is printed too, so that a target NVRTC refuses prints nothing.
   std::optional<tn::BuiltKernel> built;
   if (!o.arch.empty() && !o.ir_only) built = tn::build_kernel(lowered, spec, o.arch, false);
+  if (!o.cubin.empty())
+    tn::write_file_atomically(o.cubin, std::string_view(built->cubin.data(), built->cubin.size()));
   if (o.source_only) {
     std::cout << generated->source;
     return cli::kExitOk;

@@ -27,6 +27,14 @@ grep -qE "ctas_per_row=1$" "$work/out" || fail "sm_86 got a cluster: $(grep -o '
 run 0 "$tools/tilenorm-dump" --kernel rms_norm --n 65536 --arch sm_90 --source-only
 expect_in "$work/out" "ctas_per_row=16"
 run 0 "$tools/tilenorm-dump" --kernel rms_norm --dtype bf16/fp32 --ir-only
+# --cubin writes NVRTC's binary (an ELF file), before anything is printed, and only with --arch.
+run 2 "$tools/tilenorm-dump" --kernel rms_norm --cubin "$work/k.cubin"
+expect_in "$work/err" "tilenorm-dump: error: --cubin needs --arch"
+run 0 "$tools/tilenorm-dump" --kernel rms_norm --backward --arch sm_90 --cubin "$work/k.cubin" --source-only
+[ "$(head -c 4 "$work/k.cubin" | od -An -c | tr -d ' ')" = '177ELF' ] || fail "--cubin wrote no ELF file"
+run 1 "$tools/tilenorm-dump" --kernel rms_norm --arch sm_90 --cubin "$work/missing/k.cubin"
+[ ! -s "$work/out" ] || fail "a failed --cubin write printed to stdout"
+expect_in "$work/err" "$work/missing"
 run 0 "$tools/tilenorm-dump" --kernel=layer_norm --n=2048 --dtype=fp16 --source-only
 expect_in "$work/out" "N 2048"
 run 2 "$tools/tilenorm-dump" --kernel layer_norm --shift-per-row
