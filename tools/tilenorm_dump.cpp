@@ -103,7 +103,7 @@ int dump(const std::vector<std::string>& args) {
                                            : 0;
   if (o.kernel.empty()) throw tn::UsageError("--kernel is required (see --help)");
   if (!o.cubin.empty() && (o.arch.empty() || o.ir_only))
-    throw tn::UsageError("--cubin needs --arch (and the kernel: not with --ir-only)");
+    throw tn::UsageError("--cubin needs --arch and a kernel to compile (not --ir-only)");
   const std::string kernel = cli::parse_kernel_name("--kernel", o.kernel);
   std::optional<tn::DeviceLimits> arch_limits;
   if (!o.arch.empty()) {
