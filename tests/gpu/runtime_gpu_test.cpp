@@ -1,6 +1,6 @@
 // Launch-path behaviour on a real GPU: argument validation (nothing launched, nothing
-// written), alignment peeling, M = 0, CUDA graph capture, the disk cache's warm start, and
-// tuned configurations.
+// written), alignment peeling, M = 0, CUDA graph capture, the disk cache's warm start, tuned
+// configurations, and the tuner's timing of the heuristic default.
 #include <doctest/doctest.h>
 #include <unistd.h>
 
@@ -12,6 +12,7 @@
 #include <system_error>
 #include <vector>
 
+#include "tilenorm/autotune/tuner.hpp"
 #include "tilenorm/autotune/tuning_db_writer.hpp"
 #include "tilenorm/dsl/reflect.hpp"
 #include "tilenorm/kernels/norms.hpp"
@@ -568,4 +569,36 @@ TEST_CASE("a tuned configuration these rows cannot use is named in a warning, an
   CHECK(warnings[0].find("the heuristic configuration runs instead") != std::string::npos);
   // The entry is still in the database.
   CHECK(tilenorm::TuningDatabase::load_file(db.path()).entries().size() == 1);
+}
+
+TEST_CASE("the tuner times the heuristic default where it spills, and stores nothing slower") {
+  // LayerNorm's fp32 recomputing backward at N = 262144: its heuristic configuration spills a
+  // few bytes (checked below). Candidates of the search space that spill are dropped; the
+  // default is not, since the runtime runs it for any shape the database lacks.
+  const std::int64_t n = 262144;
+  const tilenorm::ir::Program& program =
+      tilenorm::kernels::builtin_program("layer_norm_backward_recompute");
+  tilenorm::TuneOptions options;
+  options.repeats = 3;
+  options.final_repeats = 6;
+  const tilenorm::TuneReport report = tilenorm::tune(
+      {{"layer_norm_backward_recompute", program, DType::f32, DType::f32, n, {256}}}, options);
+  REQUIRE(report.results.size() == 1);
+  const tilenorm::TuneResult& result = report.results[0];
+  CAPTURE(result.error);
+
+  const tilenorm::Norm norm = runtime().load(program);
+  const tilenorm::KernelSpec spec{DType::f32, DType::f32, n, result.heuristic};
+  const tilenorm::BuiltKernel built =
+      tilenorm::build_kernel(norm.lowered(), spec, driver::device_info(0).arch());
+  REQUIRE_MESSAGE(built.spill_bytes > 0,
+                  "the heuristic no longer spills here: pick a shape where it does");
+
+  REQUIRE(result.ok);
+  for (const tilenorm::CandidateFailure& failure : result.failures) {
+    CAPTURE(failure.reason);
+    CHECK_FALSE(failure.config == result.heuristic);
+  }
+  CHECK(result.heuristic_us > 0);
+  CHECK(result.median_us <= result.heuristic_us);
 }
