@@ -324,7 +324,15 @@ struct Rows {
   //   session): bf16 RMSNorm 12288 95.7 against 92.7, fp32 RMSNorm 5120 98.8 against 96.6
   //   (fp32 LayerNorm 5120 97.7 against 98.2). Elsewhere rows that leave a sweep partly empty
   //   measured from -1.2 to +1.1 (bf16 RMSNorm 5120 on 256 threads 94.2 against 95.4, 7168 on
-  //   256 94.1 against 93.1, 2880 on 128 95.3 against 94.2) and are left in registers.
+  //   256 94.1 against 93.1, 2880 on 128 95.3 against 94.2) and are left in registers;
+  // - two to four vectors per thread on 1024 threads, 32-bit co-moments included (forty-third
+  //   session, call 3, the benchmark, against the registers configuration; fp32 LayerNorm /
+  //   RMSNorm: N = 10240 89.6 / 97.5 against 73.5 / 96.9, 12288 96.1 / 97.8 against 78.5 /
+  //   82.1, 14336 92.8 / 97.4 against 82.4 / 90.8, 16352 91.6 / 95.7 against 85.3 / 93.3;
+  //   RMSNorm bf16 N = 16448 83.2 against 61.8, 20480 83.2 against 75.0, 24576 93.9 against
+  //   77.8, 28672 89.3 against 85.4, fp16 20480 83.0 against 78.1, 24576 93.9 against 78.4).
+  //   Not 32-bit rows with a nearly empty third sweep (fp32 N = 8224: LayerNorm 80.3 against
+  //   97.1 on 256 threads in registers, RMSNorm 93.7 against 96.2).
   // 16-bit rows with co-moments (LayerNorm), whose per-row combines grow with the warps, keep
   // four vectors per thread (bf16 LayerNorm 4096 on 128 threads 94.7 against 91.4, fp16 94.6
   // against 91.6; 8192 on 256 threads 94.0 against 92.2, fp16 94.1 against 91.7; 2048 on 64
@@ -344,10 +352,15 @@ struct Rows {
         std::has_single_bit(static_cast<std::uint64_t>(chunks)) && chunks >= 256 && chunks <= 1024;
     // More than two vectors per thread and up to three, the last sweep partly empty.
     const bool two_to_three_on_512 = !comoments && chunks > 2 * 512 && chunks <= 3 * 512;
+    // Fewer than four on 1024 threads, 32-bit co-moments included: 16-bit rows past two
+    // vectors per thread, 32-bit ones from two and a half.
+    const bool two_to_four_on_1024 =
+        chunks < 4 * 1024 && (sixteen_bit_vectors ? chunks > 2 * 1024 : 2 * chunks >= 5 * 1024);
     const int threads = comoments && sixteen_bit_vectors ? (short_power_of_two ? chunks / 4 : 0)
                         : short_power_of_two             ? chunks / 2
                         : chunks == 4 * 1024             ? 1024
                         : two_to_three_on_512            ? 512
+                        : two_to_four_on_1024            ? 1024
                                                          : 0;
     if (threads == 0 || persistent || peel_rows || !full_vectors || wide_phase ||
         row_input_count(program) != 1 || limits.threads_per_multiprocessor < 2048)

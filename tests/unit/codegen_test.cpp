@@ -1817,6 +1817,17 @@ TEST_CASE("codegen: forwards that tile their rows with few vectors per thread re
   CHECK(forward("rms_norm", DType::bf16, 12288) == rereads(512, 8));
   CHECK(forward("rms_norm", DType::f32, 5120) == rereads(512, 4));
   CHECK(forward("layer_norm", DType::f32, 5120).row_storage == registers);
+  // Two to four vectors per thread on 1024 threads, 32-bit co-moments included.
+  CHECK(forward("rms_norm", DType::f32, 12288) == reread_f32);
+  CHECK(forward("layer_norm", DType::f32, 12288) == reread_f32);
+  CHECK(forward("layer_norm", DType::f32, 10240) == reread_f32);
+  CHECK(forward("rms_norm", DType::bf16, 24576) == reread);
+  CHECK(forward("rms_norm", DType::bf16, 16448) == reread);
+  // 32-bit rows from two and a half vectors per thread only.
+  CHECK(forward("layer_norm", DType::f32, 8224).row_storage == registers);
+  CHECK(forward("rms_norm", DType::f32, 10232).row_storage == registers);
+  CHECK(forward("layer_norm", DType::bf16, 24576).row_storage == registers);
+  CHECK(forward("rms_norm", DType::f32, 8192).row_storage == registers);
   // Not one vector per thread (128 vectors) or other rows that do not tile (640 vectors).
   CHECK(forward("rms_norm", DType::f32, 512).row_storage == registers);
   CHECK(forward("rms_norm", DType::bf16, 5120).row_storage == registers);

@@ -14,9 +14,12 @@
 #include "tilenorm/kernels/programs.hpp"
 #include "tilenorm/runtime/tuning_db.hpp"
 
-TEST_CASE("the shipped H200 bf16 tuning database is current and every entry generates") {
-  const std::filesystem::path file =
-      std::filesystem::path(TILENORM_DATABASES_DIR) / "h200-bf16.json";
+namespace {
+
+// Checks one shipped file, whose entries are all of `dtype`.
+void check_shipped_database(const char* file_name, tilenorm::DType dtype) {
+  const std::filesystem::path file = std::filesystem::path(TILENORM_DATABASES_DIR) / file_name;
+  CAPTURE(file);
   const tilenorm::TuningFileContents contents = tilenorm::read_tuning_file(file);
   REQUIRE(contents.exists);
   CHECK_MESSAGE(contents.problems.empty(), contents.problem_summary());
@@ -35,7 +38,7 @@ TEST_CASE("the shipped H200 bf16 tuning database is current and every entry gene
     CAPTURE(key.m_bucket);
     CHECK(key.device_name == "NVIDIA H200");
     CHECK(key.codegen_version == tilenorm::kCodegenVersion);
-    CHECK(key.dtype == "bf16");
+    CHECK(key.dtype == tilenorm::dtype_name(dtype));
     const auto kernel = kernel_by_hash.find(key.program_hash);
     REQUIRE_MESSAGE(kernel != kernel_by_hash.end(),
                     "no built-in program has hash " << key.program_hash);
@@ -45,10 +48,21 @@ TEST_CASE("the shipped H200 bf16 tuning database is current and every entry gene
         tilenorm::reflect::from_json<tilenorm::KernelConfig>(entry.config, "tuning entry config");
     const tilenorm::LoweredProgram lowered =
         tilenorm::lower(tilenorm::kernels::builtin_program(kernel->second));
-    const tilenorm::KernelSpec spec{tilenorm::DType::bf16, tilenorm::DType::bf16, key.n, config};
+    const tilenorm::KernelSpec spec{dtype, dtype, key.n, config};
     CHECK_FALSE(tilenorm::config_problem(lowered, spec).has_value());
     CHECK(tilenorm::dynamic_shared_memory_bytes(lowered, spec) <= 227 * 1024);
   }
-  // Every kernel and pass at the benchmark's row lengths.
-  CHECK(tuned.size() == 6 * 12);
+  // Every kernel and pass at the 16 row lengths of `tilenorm-tune --all`.
+  CHECK(tuned.size() == 6 * 16);
+}
+
+}  // namespace
+
+TEST_CASE("the shipped H200 tuning databases are current and every entry generates") {
+  SUBCASE("bf16") {
+    check_shipped_database("h200-bf16.json", tilenorm::DType::bf16);
+  }
+  SUBCASE("fp32") {
+    check_shipped_database("h200-fp32.json", tilenorm::DType::f32);
+  }
 }
