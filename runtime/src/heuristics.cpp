@@ -373,6 +373,26 @@ struct Rows {
     return global;
   }
 
+  // A co-moment forward (LayerNorm) whose rows are a little longer than kForwardClusterRowVectors
+  // slices them raggedly on any cluster (two to three of four vectors per thread on 16 x 128):
+  // its per-thread combines then cost more than the bytes. One CTA of 512 threads holds the row
+  // in registers instead (forty-third session, calls 5-6, the benchmark's heuristic against
+  // tilenorm-tune --show-candidates, M = 2^26 / N, % of the copy ceiling: bf16 N = 34816 73.7
+  // against 54.1 on 16 x 128, 40960 76.5 against 61.9; fp32 N = 17408 86.1 against 74.4, 19456
+  // 89.2 against 81.8). Past a quarter more, the clusters' slices fill up (bf16 45056 66.8, 49152
+  // 83.8; fp32 21504 89.4) and the rule stops.
+  std::optional<KernelConfig> ragged_comoment_one_cta() const {
+    // 32-bit rows of ten vectors per thread spill (fp32 N = 20480: 40 bytes at 128 registers).
+    const std::int64_t longest = sixteen_bit_vectors ? 5 * kForwardClusterRowVectors / 4
+                                                     : 5 * kForwardClusterRowVectors / 4 - 1;
+    if (persistent || !single_phase || !comoments || !full_vectors || peel_rows ||
+        !limits.clusters || chunks <= kForwardClusterRowVectors || chunks > longest)
+      return std::nullopt;
+    const KernelConfig config{512, 1, vec, static_cast<int>(RowStorage::registers), 1};
+    if (!fits(config)) return std::nullopt;
+    return config;
+  }
+
   std::optional<KernelConfig> on_clusters() const {
     // A 16-bit backward with one column sum (RMSNorm's dweight) that reads saved statistics takes
     // a cluster already at kClusterRowVectors (fifteenth session, run 1, the benchmark, bf16 N =
@@ -808,6 +828,7 @@ KernelConfig heuristic_config(const LoweredProgram& program, DType io_dtype, DTy
                               bool peel_rows, std::int64_t launch_rows) {
   const Rows rows(program, io_dtype, param_dtype, n, limits, max_vec, peel_rows, launch_rows);
   if (std::optional<KernelConfig> reread = rows.rereading_one_cta()) return *reread;
+  if (std::optional<KernelConfig> ragged = rows.ragged_comoment_one_cta()) return *ragged;
   if (std::optional<KernelConfig> clustered = rows.on_clusters()) return *clustered;
   return rows.on_one_cta();
 }

@@ -1857,6 +1857,30 @@ TEST_CASE("codegen: forwards that tile their rows with few vectors per thread re
       global);
 }
 
+TEST_CASE("codegen: co-moment forwards a little past the cluster length stay on one CTA") {
+  auto forward = [](const char* name, DType dtype, std::int64_t n, bool peel = false) {
+    return tilenorm::heuristic_config(lowered(name), dtype, dtype, n,
+                                      tilenorm::DeviceLimits::hopper(), 0, peel, 0);
+  };
+  constexpr int registers = static_cast<int>(RowStorage::registers);
+  const KernelConfig one_cta_bf16{512, 1, 8, registers, 1};
+  const KernelConfig one_cta_f32{512, 1, 4, registers, 1};
+  // 4097 to 5120 vectors: bf16 N = 32776-40960; fp32 16388-20476, whose 5120 would spill.
+  CHECK(forward("layer_norm", DType::bf16, 34816) == one_cta_bf16);
+  CHECK(forward("layer_norm", DType::bf16, 40960) == one_cta_bf16);
+  CHECK(forward("layer_norm_no_affine", DType::bf16, 36864) == one_cta_bf16);
+  CHECK(forward("layer_norm", DType::f32, 17408) == one_cta_f32);
+  CHECK(forward("layer_norm", DType::f32, 20476) == one_cta_f32);
+  CHECK(forward("layer_norm", DType::f32, 20480).ctas_per_row > 1);
+  // Not past the bounds, nor without co-moments, misaligned rows or backwards.
+  CHECK(forward("layer_norm", DType::bf16, 32768).ctas_per_row == 8);
+  CHECK(forward("layer_norm", DType::bf16, 41024).ctas_per_row > 1);
+  CHECK(forward("layer_norm", DType::f32, 20512).ctas_per_row > 1);
+  CHECK(forward("rms_norm", DType::bf16, 34816).ctas_per_row == 16);
+  CHECK(forward("layer_norm", DType::bf16, 34817, true) != one_cta_bf16);
+  CHECK(forward("layer_norm_backward", DType::bf16, 34816).ctas_per_row > 1);
+}
+
 TEST_CASE("codegen: a phase of several reductions gets eight vectors per thread on long rows") {
   // Like a co-moment: four reductions in one phase on one CTA per row past 1024 vectors take
   // eight vectors per thread, half the threads RMSNorm's one reduction takes, and stay there
