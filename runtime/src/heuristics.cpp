@@ -30,6 +30,10 @@ constexpr std::int64_t kLongRowVectors = 1024;
 // many vectors (see on_clusters).
 constexpr std::int64_t kStackedClusterRowVectors = 1024;
 constexpr std::int64_t kForwardClusterRowVectors = 4096;
+// The longest 16-bit rows of one reduction, and the shortest with co-moments, that a forward
+// keeps in registers on 256 threads (see mid_rows_one_cta).
+constexpr std::int64_t kSixteenBitMidRowVectors = 9 * 256;
+constexpr std::int64_t kSixteenBitMidComomentVectors = 10 * 256;
 // A forward on one CTA per row whose last sweep is partly empty takes half the threads where
 // each then holds at most this many vectors (see heuristic_config).
 constexpr std::int64_t kRaggedForwardVectors = 8;
@@ -352,10 +356,11 @@ struct Rows {
         std::has_single_bit(static_cast<std::uint64_t>(chunks)) && chunks >= 256 && chunks <= 1024;
     // More than two vectors per thread and up to three, the last sweep partly empty.
     const bool two_to_three_on_512 = !comoments && chunks > 2 * 512 && chunks <= 3 * 512;
-    // Fewer than four on 1024 threads, 32-bit co-moments included: 16-bit rows past two
-    // vectors per thread, 32-bit ones from two and a half.
+    // Fewer than four on 1024 threads, 32-bit co-moments included: 16-bit rows past
+    // kSixteenBitMidRowVectors (below them, mid_rows_one_cta), 32-bit ones from two and a half.
     const bool two_to_four_on_1024 =
-        chunks < 4 * 1024 && (sixteen_bit_vectors ? chunks > 2 * 1024 : 2 * chunks >= 5 * 1024);
+        chunks < 4 * 1024 &&
+        (sixteen_bit_vectors ? chunks > kSixteenBitMidRowVectors : 2 * chunks >= 5 * 1024);
     const int threads = comoments && sixteen_bit_vectors ? (short_power_of_two ? chunks / 4 : 0)
                         : short_power_of_two             ? chunks / 2
                         : chunks == 4 * 1024             ? 1024
@@ -373,6 +378,41 @@ struct Rows {
     return global;
   }
 
+  // 16-bit forwards between the rows that 256 threads hold in registers and those a cluster
+  // takes, on one CTA (forty-fourth session, call 2, tilenorm-tune --show-candidates and the
+  // benchmark's heuristic at the same shapes, bf16, M = 2^26 / N, % of the copy ceiling):
+  // - one reduction (RMSNorm), 2049 to kSixteenBitMidRowVectors vectors: 256 threads of nine
+  //   vectors in registers, the tuner's best at each N measured (N = 16448 90.4, 16896 90.1,
+  //   17408 91.0, 18432 90.3), against 1024 threads re-reading the row (83.1, 79.2, 78.1, 78.8).
+  //   From ten vectors they lost (19456 under 82.8, 20480 76.8) and the re-read rule takes over.
+  // - co-moments (LayerNorm) past 2560 vectors and short of kForwardClusterRowVectors: 512
+  //   threads, fetching the next row while finishing one; at eleven measured N from 20992 to
+  //   31744 80.1-83.8, at least 0.93 of the tuner's best (86.6, 256 threads in registers, at
+  //   22528), against 512 threads in registers, 63.7-80.2. 256 threads prefetched dipped to 73.9
+  //   at 23552.
+  // Against the previous rules (call 3, the benchmark, both trees in one call, two rounds):
+  // bf16 LayerNorm N = 20992 63.5 -> 84.5, 22528 65.6 -> 83.7, 24576 72.2 -> 83.5, 26624 70.6 ->
+  // 83.9, 30720 76.2 -> 84.7; fp16 24576 69.1 -> 83.2; bf16 RMSNorm 16448 83.0 -> 93.2, 17408
+  // 77.9 -> 93.7, 18432 78.7 -> 93.3; fp16 18432 78.6 -> 93.3.
+  // Not rows every block of which is resident at once (decoding), which prefetch nothing.
+  std::optional<KernelConfig> mid_rows_one_cta() const {
+    if (!sixteen_bit_vectors || persistent || peel_rows || !full_vectors || !single_phase ||
+        wide_phase || row_input_count(program) != 1)
+      return std::nullopt;
+    std::optional<KernelConfig> config;
+    if (!comoments && chunks > 2 * 1024 && chunks <= kSixteenBitMidRowVectors) {
+      config = KernelConfig{256, 1, vec, static_cast<int>(RowStorage::registers), 1};
+    } else if (comoments && chunks > kSixteenBitMidComomentVectors &&
+               chunks < kForwardClusterRowVectors) {
+      const std::int64_t resident_ctas =
+          std::int64_t{limits.multiprocessors} * (limits.threads_per_multiprocessor / 512);
+      if (launch_rows > 0 && m_bucket(launch_rows) <= resident_ctas) return std::nullopt;
+      config = KernelConfig{512, 1, vec, static_cast<int>(RowStorage::prefetched), 1};
+    }
+    if (!config || !fits(*config)) return std::nullopt;
+    return config;
+  }
+
   // A co-moment forward (LayerNorm) whose rows are a little longer than kForwardClusterRowVectors
   // slices them raggedly on any cluster (two to three of four vectors per thread on 16 x 128):
   // its per-thread combines then cost more than the bytes. One CTA of 512 threads holds the row
@@ -380,7 +420,10 @@ struct Rows {
   // tilenorm-tune --show-candidates, M = 2^26 / N, % of the copy ceiling: bf16 N = 34816 73.7
   // against 54.1 on 16 x 128, 40960 76.5 against 61.9; fp32 N = 17408 86.1 against 74.4, 19456
   // 89.2 against 81.8). Past a quarter more, the clusters' slices fill up (bf16 45056 66.8, 49152
-  // 83.8; fp32 21504 89.4) and the rule stops.
+  // 83.8; fp32 21504 89.4) and the rule stops. Against 16 x 128 (forty-fourth session, call 1,
+  // the benchmark, both trees in one call): bf16 N = 34816 53.9 -> 77.9, 36864 56.8 -> 80.2,
+  // 38912 59.7 -> 78.4, 40960 61.8 -> 79.3; fp32 17408 74.1 -> 87.1, 18432 78.1 -> 90.1, 19456
+  // 81.6 -> 90.5, 20476 84.1 -> 89.7.
   std::optional<KernelConfig> ragged_comoment_one_cta() const {
     // 32-bit rows of ten vectors per thread spill (fp32 N = 20480: 40 bytes at 128 registers).
     const std::int64_t longest = sixteen_bit_vectors ? 5 * kForwardClusterRowVectors / 4
@@ -827,6 +870,7 @@ KernelConfig heuristic_config(const LoweredProgram& program, DType io_dtype, DTy
                               std::int64_t n, const DeviceLimits& limits, int max_vec,
                               bool peel_rows, std::int64_t launch_rows) {
   const Rows rows(program, io_dtype, param_dtype, n, limits, max_vec, peel_rows, launch_rows);
+  if (std::optional<KernelConfig> mid = rows.mid_rows_one_cta()) return *mid;
   if (std::optional<KernelConfig> reread = rows.rereading_one_cta()) return *reread;
   if (std::optional<KernelConfig> ragged = rows.ragged_comoment_one_cta()) return *ragged;
   if (std::optional<KernelConfig> clustered = rows.on_clusters()) return *clustered;
