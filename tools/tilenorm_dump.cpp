@@ -139,6 +139,7 @@ int dump(const std::vector<std::string>& args) {
   }
   spec.shift_per_row = o.shift_per_row;
   spec.early_columns = o.early_columns;
+  if (arch_limits) spec = tn::fit_shared_memory(lowered, spec, *arch_limits);
   // Generated before anything is printed, so that a configuration codegen rejects prints nothing.
   const std::optional<tn::GeneratedKernel> generated =
       o.ir_only ? std::nullopt : std::optional(tn::generate_cuda(lowered, spec));

@@ -137,7 +137,7 @@ int dry_run(const tn::TuneCommand& command) {
   std::string limits_source = "no GPU: H200 limits";
   if (!command.arch.empty()) {
     limits = tn::known_device(command.arch);
-    limits_source = std::string(limits.name) + " (" + std::string(limits.arch) + ") limits";
+    limits_source = std::string(limits.name) + " (" + limits.arch() + ") limits";
   } else if (tn::driver::gpu_available()) {
     const tn::driver::DeviceInfo info = tn::driver::device_info(0);
     limits = tn::device_limits(info);

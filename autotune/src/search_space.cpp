@@ -98,6 +98,7 @@ std::optional<PrunedCandidate> prune(const Context& context, const KernelConfig&
   };
   KernelSpec spec{context.io_dtype, context.param_dtype, context.n, config};
   spec.peel_rows = context.peel_rows;
+  spec = fit_shared_memory(context.program, spec, context.limits);
   if (auto problem = config_problem(context.program, spec)) {
     return pruned(PruneRule::invalid_config, *problem);
   }
@@ -121,9 +122,15 @@ std::optional<PrunedCandidate> prune(const Context& context, const KernelConfig&
                       " (the runtime narrows vec itself for misaligned pointers)");
   }
   const std::int64_t vectors_per_row = ceil_div(context.n, config.vec);
-  if (config.ctas_per_row > 1 && !context.limits.clusters) {
+  if (config.ctas_per_row > 1 && !context.limits.clusters()) {
     return pruned(PruneRule::no_clusters, "ctas_per_row " + std::to_string(config.ctas_per_row) +
                                               ": the device has no thread-block clusters");
+  }
+  if (config.ctas_per_row > context.limits.cluster_ctas) {
+    return pruned(PruneRule::no_clusters, "ctas_per_row " + std::to_string(config.ctas_per_row) +
+                                              ": the device runs clusters of at most " +
+                                              std::to_string(context.limits.cluster_ctas) +
+                                              " CTAs");
   }
   if (config.ctas_per_row > 1 &&
       (vectors_per_row < kClusterMinRowVectors ||
@@ -303,7 +310,7 @@ std::string_view prune_rule_name(PruneRule rule) {
     case PruneRule::narrower_vec:
       return "narrower vec";
     case PruneRule::no_clusters:
-      return "no clusters on this device";
+      return "cluster the device cannot run";
     case PruneRule::needless_cluster:
       return "needless cluster";
     case PruneRule::forward_prefetch:
@@ -383,6 +390,7 @@ SearchSpace explore_search_space(const LoweredProgram& program, DType io_dtype, 
     } else {
       KernelSpec spec{io_dtype, param_dtype, n, config};
       spec.peel_rows = context.peel_rows;
+      spec = fit_shared_memory(program, spec, limits);
       space.candidates.push_back({config, dynamic_shared_memory_bytes(program, spec)});
     }
   }

@@ -240,6 +240,7 @@ std::vector<std::optional<std::string>> compile_all(const LoweredProgram& progra
   std::vector<std::optional<std::string>> problems(configs.size());
   const std::string stage = "compiling " + shape_name(shape);
   const std::string arch = device.arch();
+  const DeviceLimits limits = device_limits(device);
   std::atomic<std::size_t> next{0};
   auto work = [&] {
     for (std::size_t i = next++; i < configs.size(); i = next++) {
@@ -247,6 +248,7 @@ std::vector<std::optional<std::string>> compile_all(const LoweredProgram& progra
       // the peeled kernel then, so that is the one to compile.
       KernelSpec spec{shape.io_dtype, shape.param_dtype, shape.n, configs[i]};
       spec.peel_rows = shape.n % configs[i].vec != 0;
+      spec = fit_shared_memory(program, spec, limits);  // as the runtime will launch it
       const bool spills_allowed = configs[i] == heuristic;
       problems[i] = compile_problem(program, spec, arch, spills_allowed);
       // And with the column parameters fetched early, where the runtime will for a timed M.

@@ -109,9 +109,28 @@ DeviceLimits device_limits(const driver::DeviceInfo& info) {
   DeviceLimits limits;
   limits.shared_memory_per_block = info.shared_memory_per_block_optin;
   limits.multiprocessors = info.multiprocessors;
-  limits.clusters = info.cluster_launch;
+  limits.compute_capability = 10 * info.cc_major + info.cc_minor;
+  limits.cluster_ctas = info.cluster_launch ? most_cluster_ctas(info.cc_major, info.cc_minor) : 1;
   limits.threads_per_multiprocessor = info.max_threads_per_multiprocessor;
   return limits;
+}
+
+KernelSpec fit_shared_memory(const LoweredProgram& program, KernelSpec spec,
+                             const DeviceLimits& limits) {
+  if (shared_partials_bytes(program, spec) <= limits.shared_memory_per_block) return spec;
+  KernelSpec in_registers = spec;
+  in_registers.partials_in_registers = true;
+  return dynamic_shared_memory_bytes(program, in_registers) <= limits.shared_memory_per_block
+             ? in_registers
+             : spec;
+}
+
+int most_cluster_ctas(int major, int /*minor*/) {
+  return major == 9 || major == 10 ? kMaxClusterCtas : kPortableClusterCtas;
+}
+
+std::string DeviceLimits::arch() const {
+  return "sm_" + std::to_string(compute_capability);
 }
 
 bool early_columns_pay(std::int64_t column_vectors, std::int64_t row_blocks, int threads_per_block,
@@ -138,11 +157,10 @@ std::span<const DeviceLimits> known_devices() {
   // Opt-in shared memory per block, SM counts and resident threads per SM from the vendor's
   // tuning guides; the heuristic uses nothing else.
   static constexpr DeviceLimits kDevices[] = {
-      {163 * 1024, 108, "A100", "sm_80", false, 2048},
-      {99 * 1024, 142, "L40S", "sm_89", false, 1536},
-      {227 * 1024, 132, "H100", "sm_90", true, 2048},
-      {227 * 1024, 132, "H200", "sm_90", true, 2048},
-      {227 * 1024, 148, "B200", "sm_100", true, 2048},
+      {163 * 1024, 108, "A100", 80, 1, 2048},    {99 * 1024, 72, "A10", 86, 1, 1536},
+      {99 * 1024, 142, "L40S", 89, 1, 1536},     {227 * 1024, 132, "H100", 90, 16, 2048},
+      {227 * 1024, 132, "H200", 90, 16, 2048},   {227 * 1024, 148, "B200", 100, 16, 2048},
+      {99 * 1024, 170, "RTX5090", 120, 8, 1536},
   };
   return kDevices;
 }
@@ -160,9 +178,8 @@ const DeviceLimits& known_device(std::string_view name_or_arch) {
   };
   std::string known;
   for (const DeviceLimits& device : known_devices()) {
-    if (same(device.name, name_or_arch) || same(device.arch, name_or_arch)) return device;
-    known += (known.empty() ? "" : ", ") + std::string(device.name) + " (" +
-             std::string(device.arch) + ")";
+    if (same(device.name, name_or_arch) || same(device.arch(), name_or_arch)) return device;
+    known += (known.empty() ? "" : ", ") + std::string(device.name) + " (" + device.arch() + ")";
   }
   throw Error("unknown device '" + std::string(name_or_arch) + "' (known: " + known + ")");
 }
@@ -185,9 +202,7 @@ std::optional<int> arch_number(std::string_view arch) {
 const DeviceLimits& limits_for_arch(std::string_view arch) {
   const std::optional<int> wanted = arch_number(arch);
   if (!wanted) throw Error("not an architecture: '" + std::string(arch) + "' (expected sm_XX)");
-  const auto number = [](const DeviceLimits& device) {
-    return arch_number(device.arch).value_or(0);
-  };
+  const auto number = [](const DeviceLimits& device) { return device.compute_capability; };
   const DeviceLimits* newest_older = nullptr;
   for (const DeviceLimits& device : known_devices()) {
     if (number(device) <= *wanted && (!newest_older || number(device) > number(*newest_older)))
@@ -196,7 +211,7 @@ const DeviceLimits& limits_for_arch(std::string_view arch) {
   if (!newest_older) {
     throw Error("no known device of " + std::string(arch) +
                 " or an older architecture (the oldest known: " +
-                std::string(std::ranges::min(known_devices(), {}, number).arch) + ")");
+                std::ranges::min(known_devices(), {}, number).arch() + ")");
   }
   return *newest_older;
 }
@@ -429,7 +444,7 @@ struct Rows {
     const std::int64_t longest = sixteen_bit_vectors ? 5 * kForwardClusterRowVectors / 4
                                                      : 5 * kForwardClusterRowVectors / 4 - 1;
     if (persistent || !single_phase || !comoments || !full_vectors || peel_rows ||
-        !limits.clusters || chunks <= kForwardClusterRowVectors || chunks > longest)
+        !limits.clusters() || chunks <= kForwardClusterRowVectors || chunks > longest)
       return std::nullopt;
     const KernelConfig config{512, 1, vec, static_cast<int>(RowStorage::registers), 1};
     if (!fits(config)) return std::nullopt;
@@ -500,7 +515,7 @@ struct Rows {
     const bool peeled_long_forward =
         !persistent && single_phase && peel_rows && chunks > kLongRowVectors &&
         (comoments || chunks > kForwardClusterRowVectors / 2) && dtype_size(io_dtype) < 4;
-    if (limits.clusters && peeled_long_forward && comoments && !cluster_forward) {
+    if (limits.clusters() && peeled_long_forward && comoments && !cluster_forward) {
       const std::int64_t per_thread = 2 * kClusterVectorsPerThread;
       const KernelConfig copied{next_power_of_two((row_slots + per_thread - 1) / per_thread), 1,
                                 vec, static_cast<int>(RowStorage::prefetched), 1};
@@ -520,7 +535,7 @@ struct Rows {
     // registers; 65536 M = 1024 on 16 x 128 48.8% against 44.8%; 131072 M = 512 on 16 x 256 41.0%
     // against 38.0%; 262144 M = 256 on 16 x 512 31.7% against 29.4%; recomputing, N = 32768 on
     // 8 x 128 52.9% against 48.1% on 4 x 256, 65536 46.0% either way).
-    if (limits.clusters &&
+    if (limits.clusters() &&
         (cluster_backward || cluster_forward || peeled_long_forward || peeled_cluster_backward)) {
       // A co-moment forward keeps half the slice too (thirteenth session, tilenorm-tune
       // --show-candidates, bf16: LayerNorm N = 32768, M = 2048, on 8 x 128 threads 84.3% against
@@ -539,11 +554,14 @@ struct Rows {
       // A one-phase forward without co-moments takes the largest cluster (tenth session, bf16:
       // RMSNorm N = 65536 on 16 x 256 threads 85.6%, 16 x 128 84.5%, against 83.0% on 4 x 512;
       // 131072 on 16 x 256 87.4% against 84.3% on 8 x 512; 262144 already took 16).
-      int ctas = cluster_forward && !comoments ? kMaxClusterCtas
+      // The largest cluster the device runs (16 CTAs on the H200; 8 where only the portable
+      // size runs).
+      const int most_ctas = std::min(kMaxClusterCtas, limits.cluster_ctas);
+      int ctas = cluster_forward && !comoments ? most_ctas
                  : peeled_long_forward         ? 2
                  : peeled_cluster_backward     ? 4
                                                : 1;
-      while (ctas < kMaxClusterCtas && (chunks + ctas - 1) / ctas > slice_limit &&
+      while (ctas < most_ctas && (chunks + ctas - 1) / ctas > slice_limit &&
              chunks / (2 * ctas) >= kMinClusterSliceVectors)
         ctas *= 2;
       // A co-moment on slices past the limit (a cluster of 16 is too small) takes 512 threads
@@ -592,7 +610,7 @@ struct Rows {
         const std::int64_t sliced = peel_rows ? std::max<std::int64_t>(n / vec, 1) : chunks;
         auto sweep = [](int ctas) { return std::int64_t{ctas} * per_thread_long; };
         auto slice_threads = [&](int ctas) { return (sliced + sweep(ctas) - 1) / sweep(ctas); };
-        int long_ctas = comoments ? kMaxClusterCtas / 2 : kMaxClusterCtas;
+        int long_ctas = std::min(comoments ? kMaxClusterCtas / 2 : kMaxClusterCtas, most_ctas);
         // Aligned rows too short for kSmallForwardCta threads on each of 16 CTAs take 8 (peeled
         // ones measured slower that way: bf16 RMSNorm N = 32769 83.2% against 85.3% on 16 x 128
         // threads of two vectors, fp32 16385 88.6% against 89.2%).
@@ -618,7 +636,7 @@ struct Rows {
       // went to one CTA re-reading its row from L2 (twenty-sixth session, run 2, the benchmark,
       // fp32 N = 262143: LayerNorm 40.8%, RMSNorm 53.7%).
       const std::int64_t widest_slice = (chunks + ctas - 1) / ctas;
-      if (!persistent && ctas == kMaxClusterCtas && widest_slice > kLongSliceThreads * per_thread &&
+      if (!persistent && ctas == most_ctas && widest_slice > kLongSliceThreads * per_thread &&
           widest_slice <= kLongSliceThreads * 2 * per_thread) {
         const KernelConfig config{kLongSliceThreads, 1, vec,
                                   static_cast<int>(RowStorage::prefetched), ctas};
@@ -680,8 +698,10 @@ struct Rows {
     // thread on long rows: fewer warps per row make each phase's barrier cheaper (H200, N =
     // 16384: 256 threads per row 86.9% of the copy ceiling, 512 threads 57%).
     // A persistent kernel that does not stage its rows (below) prefetches them into registers, on
-    // sm_90 and later up to kPrefetchRegisters registers of raw chunks (NVRTC 13.0 for sm_80-sm_89
-    // spilled 72-160 bytes in such kernels at N = 4096, where sm_90 fits them in 255 registers).
+    // sm_90 up to kPrefetchRegisters registers of raw chunks (NVRTC 13.0 for sm_80-sm_89 spilled
+    // 72-160 bytes in such kernels at N = 4096, where sm_90 fits them in 255 registers; for
+    // sm_100 and sm_120 it spilled 216-312 bytes at N = 4096 and 2036-2160 at recomputing
+    // LayerNorm's N = 2048, bf16).
     // With that room it takes eight vectors per thread from rows of 512 vectors, 64 threads per row
     // (H200, bf16, tilenorm-tune --show-candidates, seventh session, prefetched:
     // recomputing LayerNorm N = 4096 at 64 threads x 2 rows 80.6% of the copy ceiling, 128
@@ -690,7 +710,7 @@ struct Rows {
     const std::int64_t raw_bytes = row_input_bytes(program, io_dtype, param_dtype);
     auto prefetch_fits = [&](std::int64_t values_per_thread) {
       return values_per_thread <= kPrefetchValues ||
-             (persistent && !stages_rows && limits.clusters &&
+             (persistent && !stages_rows && limits.compute_capability / 10 == 9 &&
               2 * values_per_thread * raw_bytes / 4 <= kPrefetchRegisters);
     };
     // A program with two reduction phases (recomputing LayerNorm) does so too on rows that 32

@@ -96,7 +96,7 @@ namespace {
 // supported architectures (sm_86, sm_120).
 std::size_t shared_memory_per_sm(std::string_view arch) {
   for (const DeviceLimits& device : known_devices()) {
-    if (device.arch == arch) return device.shared_memory_per_block + 1024;
+    if (device.arch() == arch) return device.shared_memory_per_block + 1024;
   }
   return 100 * 1024;
 }
@@ -203,9 +203,6 @@ bool aligned(const void* p, std::size_t bytes) {
 }
 
 }  // namespace
-
-// Clusters up to this size run on every sm_90+ GPU; larger ones need the kernel's opt-in.
-constexpr int kPortableClusterCtas = 8;
 
 // The main kernel's launch: plain, or with clusters of `ctas` CTAs along x.
 CUresult launch_kernel(CUfunction function, unsigned grid, unsigned threads, unsigned shared_bytes,
@@ -506,10 +503,15 @@ struct Norm::State {
       return "it needs " + std::to_string(smem) + " bytes of shared memory; the device allows " +
              std::to_string(runtime->limits.shared_memory_per_block);
     }
-    if (spec.config.ctas_per_row > 1 && !runtime->limits.clusters) {
+    if (spec.config.ctas_per_row > 1 && !runtime->limits.clusters()) {
       return "it splits rows across a thread-block cluster, which needs sm_90 or later; this "
              "device is " +
              runtime->info.arch();
+    }
+    if (spec.config.ctas_per_row > runtime->limits.cluster_ctas) {
+      return "it splits rows across a cluster of " + std::to_string(spec.config.ctas_per_row) +
+             " CTAs; this device (" + runtime->info.arch() + ") runs clusters of at most " +
+             std::to_string(runtime->limits.cluster_ctas);
     }
     return std::nullopt;
   }
@@ -518,7 +520,7 @@ struct Norm::State {
     const Runtime::Impl& rt = *runtime;
     // Why a tuned configuration cannot run these rows on this device, if it cannot.
     auto unusable = [&](const KernelConfig& config) -> std::optional<std::string> {
-      const KernelSpec spec = shape.spec(config);
+      const KernelSpec spec = fit_shared_memory(lowered, shape.spec(config), rt.limits);
       if (auto problem = config_problem(lowered, spec)) return problem;
       return device_problem(spec);
     };
@@ -602,7 +604,8 @@ struct Norm::State {
     } else {
       loaded.resolved = resolve(shape);
     }
-    KernelSpec spec = shape.spec(loaded.resolved.config);
+    KernelSpec spec =
+        fit_shared_memory(lowered, shape.spec(loaded.resolved.config), runtime->limits);
     if (auto problem = device_problem(spec))
       fail("configuration " + spec.config.describe() + " cannot run: " + *problem);
     spec.early_columns = fetches_columns_early(spec, shape);
@@ -681,7 +684,8 @@ struct Norm::State {
   // 4 and 2 CTAs that divides its grid and keeps all of it resident (clusters sit within a
   // GPC, so a large one can leave SMs idle), else 1 (no cluster).
   int max_fold(const LoadedKernel& k) const {
-    if (!k.generated.folds_partials || !runtime->options.fold_partials || !runtime->limits.clusters)
+    if (!k.generated.folds_partials || !runtime->options.fold_partials ||
+        !runtime->limits.clusters())
       return 1;
     for (int ctas = kPortableClusterCtas; ctas > 1; ctas /= 2) {
       if (k.max_grid % ctas == 0 && resident_clusters(k, ctas) * ctas >= k.max_grid) return ctas;

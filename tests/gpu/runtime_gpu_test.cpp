@@ -435,13 +435,14 @@ TEST_CASE("the heuristic sees this GPU's limits as the table of known GPUs has t
   CHECK(limits.multiprocessors == info.multiprocessors);
   const tilenorm::DeviceLimits* known = nullptr;
   for (const tilenorm::DeviceLimits& row : tilenorm::known_devices())
-    if (info.name.find(row.name) != std::string::npos && info.arch() == row.arch) known = &row;
+    if (info.name.find(row.name) != std::string::npos && info.arch() == row.arch()) known = &row;
   if (known == nullptr) {
     MESSAGE("skipped the comparison: '" << info.name << "' is not in the table of known GPUs");
     return;
   }
   CHECK(limits.threads_per_multiprocessor == known->threads_per_multiprocessor);
-  CHECK(limits.clusters == known->clusters);
+  CHECK(limits.cluster_ctas == known->cluster_ctas);
+  CHECK(limits.compute_capability == known->compute_capability);
   for (const auto& kernel : tilenorm::kernels::builtin_kernels()) {
     const tilenorm::LoweredProgram lowered = tilenorm::lower(kernel.program);
     for (DType dtype : {DType::bf16, DType::f32}) {

@@ -66,6 +66,13 @@ KernelSpec heuristic_spec(const LoweredProgram& program, DType dtype, std::int64
   return {dtype, dtype, n, tilenorm::heuristic_config(program, dtype, dtype, n, limits)};
 }
 
+// The heuristic's kernel as the runtime launches it on a device with `limits`.
+KernelSpec device_spec(const std::string& kernel, DType dtype, std::int64_t n,
+                       const tilenorm::DeviceLimits& limits) {
+  const LoweredProgram& program = lowered(kernel);
+  return tilenorm::fit_shared_memory(program, heuristic_spec(program, dtype, n, limits), limits);
+}
+
 KernelConfig config(int threads_per_row, int rows_per_cta, int vec, RowStorage storage) {
   return {threads_per_row, rows_per_cta, vec, static_cast<int>(storage), 1};
 }
@@ -1552,7 +1559,7 @@ TEST_CASE("codegen: the heuristic keeps rows in registers, then shared memory, t
   // A GPU without clusters, so that one CTA holds the whole row.
   const auto h200_without_clusters = [] {
     auto limits = tilenorm::DeviceLimits::hopper();
-    limits.clusters = false;
+    limits.cluster_ctas = 1;
     return limits;
   }();
   auto storage = [&](DType dtype, std::int64_t n) {
@@ -2037,16 +2044,23 @@ TEST_CASE("codegen: every built-in kernel compiles for the other supported archi
   CHECK_FALSE(nvrtc_supports("sm_30"));  // the probe can say no
   std::vector<CompileJob> jobs;
   for (const auto& arch : archs) {
-    // The configuration a GPU of that generation gets: older ones have no clusters, and the
-    // heuristic keeps their backwards out of the registers that ptxas for them would spill.
-    const auto limits = arch.starts_with("sm_8") ? tilenorm::known_device("A100")
-                                                 : tilenorm::DeviceLimits::hopper();
+    // The configuration a GPU of that generation gets (the limits of its known device: A100,
+    // A10, L40S, B200, RTX5090): before sm_90 no clusters, on sm_120 clusters of at most 8, and
+    // the heuristic keeps backwards out of the registers that ptxas for them would spill.
+    const tilenorm::DeviceLimits& limits = tilenorm::limits_for_arch(arch);
+    CAPTURE(limits.name);
     for (const auto& name : builtin_names()) {
-      jobs.push_back({name, arch, heuristic_spec(lowered(name), DType::bf16, 4096, limits)});
+      jobs.push_back({name, arch, device_spec(name, DType::bf16, 4096, limits)});
+    }
+    // The recomputing LayerNorm backward's eight vectors per thread at N = 2048 and 8192, which
+    // sm_90 prefetches in up to 255 registers (NVRTC for sm_100 and sm_120 spilled them).
+    for (std::int64_t n : {2048, 8192}) {
+      jobs.push_back({"layer_norm_backward_recompute", arch,
+                      device_spec("layer_norm_backward_recompute", DType::bf16, n, limits)});
     }
     // fp16 forwards on one CTA per row: their words convert in the prelude's asm block.
     for (const char* name : {"layer_norm", "rms_norm"})
-      jobs.push_back({name, arch, heuristic_spec(lowered(name), DType::f16, 4096, limits)});
+      jobs.push_back({name, arch, device_spec(name, DType::f16, 4096, limits)});
     // Column parameters fetched before the row loop (what the runtime launches at small M).
     for (const char* name : {"layer_norm", "rms_norm"}) {
       const auto decoding = tilenorm::heuristic_config(lowered(name), DType::bf16, DType::bf16,
@@ -2055,33 +2069,38 @@ TEST_CASE("codegen: every built-in kernel compiles for the other supported archi
       early.early_columns = true;
       jobs.push_back({name, arch, early});
     }
-    // Clusters (sm_90 and later): a long row split across 8 CTAs, forward and backward, and an
-    // fp16 forward (whose words convert one half at a time there).
-    if (!arch.starts_with("sm_8")) {
+    // Clusters (sm_90 and later): a long row split across the device's largest cluster,
+    // forward and backward, and an fp16 forward (whose words convert one half at a time there).
+    if (limits.clusters()) {
       for (const char* name : {"layer_norm", "layer_norm_backward"})
-        jobs.push_back({name, arch, heuristic_spec(lowered(name), DType::bf16, 65536)});
-      jobs.push_back(
-          {"layer_norm", arch, heuristic_spec(lowered("layer_norm"), DType::f16, 65536)});
+        jobs.push_back({name, arch, device_spec(name, DType::bf16, 65536, limits)});
+      jobs.push_back({"layer_norm", arch, device_spec("layer_norm", DType::f16, 65536, limits)});
       // Misaligned long rows, each at its own shift (a word-major copy of the parameters).
-      const tilenorm::KernelConfig peeled =
-          tilenorm::heuristic_config(lowered("layer_norm"), DType::bf16, DType::bf16, 262143,
-                                     tilenorm::DeviceLimits::hopper(), 8, true);
+      const tilenorm::KernelConfig peeled = tilenorm::heuristic_config(
+          lowered("layer_norm"), DType::bf16, DType::bf16, 262143, limits, 8, true);
       KernelSpec per_row{DType::bf16, DType::bf16, 262143, peeled, true};
-      per_row.shift_per_row = true;
+      per_row.shift_per_row = tilenorm::can_shift_per_row(lowered("layer_norm"), per_row);
+      // (Clusters of at most 8 leave this row's co-moment slices too long: one CTA re-reads it.)
+      CHECK(per_row.shift_per_row == (limits.cluster_ctas == 16));
       jobs.push_back({"layer_norm", arch, per_row});
     }
   }
   const auto results = compile_all(jobs);
   for (std::size_t i = 0; i < jobs.size(); ++i) {
-    CAPTURE(jobs[i].label());
+    const CompileJob& job = jobs[i];
+    CAPTURE(job.label());
     CHECK_MESSAGE(results[i].error.empty(), results[i].error);
     CHECK(results[i].registers > 0);
     CHECK(results[i].cubin_bytes > 0);
-    if (jobs[i].arch.starts_with("sm_8")) {
+    const tilenorm::DeviceLimits& limits = tilenorm::limits_for_arch(job.arch);
+    CHECK(job.spec.config.ctas_per_row <= limits.cluster_ctas);
+    CHECK(tilenorm::dynamic_shared_memory_bytes(lowered(job.kernel), job.spec) <=
+          limits.shared_memory_per_block);
+    if (job.spec.n <= 8192) {
       CHECK(results[i].spill_bytes == 0);
     } else if (results[i].spill_bytes > 0) {
-      // Known (reported): ptxas for Blackwell spills a few bytes in some of these kernels.
-      MESSAGE("spills " << results[i].spill_bytes << " bytes: " << jobs[i].label());
+      // Known (reported): ptxas for Blackwell spills a few bytes in some long-row kernels.
+      MESSAGE("spills " << results[i].spill_bytes << " bytes: " << job.label());
     }
   }
 }
@@ -2124,6 +2143,33 @@ TEST_CASE("codegen: long column partial sums live in shared memory, short ones i
   CHECK(short_sums.dynamic_shared_bytes == 0);
   // Several row groups per CTA are combined before the partial row is written: one per CTA.
   CHECK(short_sums.partials_per_cta == 1);
+}
+
+TEST_CASE("codegen: column partial sums stay in registers where the device cannot hold them") {
+  const auto& program = lowered("layer_norm_backward");  // dweight and dbias
+  // One CTA of 1024 threads re-reading N = 16384: 2 x 16384 x 4 bytes of partial sums.
+  const KernelSpec spec{DType::bf16, DType::bf16, 16384, config(1024, 1, 8, RowStorage::global)};
+  CHECK(tilenorm::shared_partials_bytes(program, spec) == 131072);
+  // The H200 (227 KiB per CTA) keeps them in shared memory.
+  const KernelSpec on_h200 =
+      tilenorm::fit_shared_memory(program, spec, tilenorm::DeviceLimits::hopper());
+  CHECK_FALSE(on_h200.partials_in_registers);
+  // The L40S (99 KiB) keeps them in registers, which the kernel says in its header.
+  const auto& l40s = tilenorm::known_device("L40S");
+  const KernelSpec on_l40s = tilenorm::fit_shared_memory(program, spec, l40s);
+  CHECK(on_l40s.partials_in_registers);
+  CHECK(tilenorm::dynamic_shared_memory_bytes(program, on_l40s) == 0);
+  const auto kernel = tilenorm::generate_cuda(program, on_l40s);
+  CHECK(kernel.dynamic_shared_bytes == 0);
+  CHECK_FALSE(contains(kernel.source, "float* tn_xs = "));
+  CHECK(contains(kernel.source, "column partial sums in registers (the device's shared memory)"));
+  CHECK_FALSE(contains(tilenorm::generate_cuda(program, on_h200).source,
+                       "column partial sums in registers"));
+  // Where the rest of the kernel does not fit either, nothing changes: the caller reports it.
+  const KernelSpec stashed{DType::f32, DType::f32, 16384, config(1024, 1, 4, RowStorage::shared)};
+  CHECK(tilenorm::shared_partials_bytes(program, stashed) == 131072);
+  CHECK(tilenorm::dynamic_shared_memory_bytes(program, stashed) == 2 * 131072);
+  CHECK_FALSE(tilenorm::fit_shared_memory(program, stashed, l40s).partials_in_registers);
 }
 
 // ---- alignment peeling (rows that start misaligned)

@@ -303,6 +303,77 @@ TEST_CASE("search space: clusters only where the device has them and the row is 
   }));
 }
 
+TEST_CASE("search space: clusters no larger than the device runs") {
+  const auto& rtx5090 = tilenorm::known_device("RTX5090");
+  const auto space = tilenorm::explore_search_space(lowered("rms_norm"), DType::bf16, DType::bf16,
+                                                    262144, rtx5090);
+  CHECK(std::any_of(space.candidates.begin(), space.candidates.end(),
+                    [](const auto& c) { return c.config.ctas_per_row == 8; }));
+  CHECK(std::none_of(space.candidates.begin(), space.candidates.end(),
+                     [](const auto& c) { return c.config.ctas_per_row > 8; }));
+  CHECK(std::any_of(space.pruned.begin(), space.pruned.end(), [](const auto& p) {
+    return p.rule == tilenorm::PruneRule::no_clusters &&
+           p.reason == "ctas_per_row 16: the device runs clusters of at most 8 CTAs";
+  }));
+}
+
+TEST_CASE("device limits: what the driver reports, with the cluster size of the generation") {
+  tilenorm::driver::DeviceInfo info;
+  info.cc_major = 9;
+  info.cc_minor = 0;
+  info.multiprocessors = 132;
+  info.max_threads_per_multiprocessor = 2048;
+  info.shared_memory_per_block_optin = 227 * 1024;
+  info.cluster_launch = true;
+  const tilenorm::DeviceLimits hopper = tilenorm::device_limits(info);
+  CHECK(hopper.compute_capability == 90);
+  CHECK(hopper.arch() == "sm_90");
+  CHECK(hopper.cluster_ctas == 16);
+  CHECK(hopper.multiprocessors == 132);
+  CHECK(hopper.threads_per_multiprocessor == 2048);
+  CHECK(hopper.shared_memory_per_block == 227 * 1024);
+  info.cc_major = 12;
+  CHECK(tilenorm::device_limits(info).cluster_ctas == 8);
+  CHECK(tilenorm::device_limits(info).arch() == "sm_120");
+  info.cc_major = 10;
+  CHECK(tilenorm::device_limits(info).cluster_ctas == 16);
+  info.cluster_launch = false;
+  CHECK(tilenorm::device_limits(info).cluster_ctas == 1);
+  CHECK_FALSE(tilenorm::device_limits(info).clusters());
+  // The table agrees with what the driver would report for its devices' generations.
+  for (const tilenorm::DeviceLimits& device : tilenorm::known_devices()) {
+    CAPTURE(device.name);
+    const int expected = device.compute_capability >= 90
+                             ? tilenorm::most_cluster_ctas(device.compute_capability / 10,
+                                                           device.compute_capability % 10)
+                             : 1;
+    CHECK(device.cluster_ctas == expected);
+  }
+}
+
+TEST_CASE("heuristic: a valid configuration on every known device, within its limits") {
+  for (const tilenorm::DeviceLimits& device : tilenorm::known_devices()) {
+    for (const auto& kernel : tilenorm::kernels::builtin_kernels()) {
+      const tilenorm::LoweredProgram program = tilenorm::lower(kernel.program);
+      for (DType dtype : {DType::bf16, DType::f32}) {
+        for (std::int64_t n : tilenorm::all_hidden_sizes()) {
+          CAPTURE(device.name);
+          CAPTURE(kernel.name);
+          CAPTURE(tilenorm::dtype_name(dtype));
+          CAPTURE(n);
+          const KernelConfig config = tilenorm::heuristic_config(program, dtype, dtype, n, device);
+          const tilenorm::KernelSpec spec =
+              tilenorm::fit_shared_memory(program, {dtype, dtype, n, config}, device);
+          CHECK_FALSE(tilenorm::config_problem(program, spec).has_value());
+          CHECK(config.ctas_per_row <= device.cluster_ctas);
+          CHECK(tilenorm::dynamic_shared_memory_bytes(program, spec) <=
+                device.shared_memory_per_block);
+        }
+      }
+    }
+  }
+}
+
 TEST_CASE("tuner: default row counts are the bandwidth regime's M bucket and a small batch") {
   CHECK(tilenorm::default_row_counts(4096) == std::vector<std::int64_t>{16384, 256});
   // 2^26 / N rounded up to a power of two: the bucket the benchmark's M = 2^26 / N falls in.
@@ -457,11 +528,11 @@ TEST_CASE("early_columns_pay: few parameter vectors, or every row block resident
 TEST_CASE("device limits: a table of known GPUs drives the search space without a GPU") {
   const auto& l40s = tilenorm::known_device("l40s");
   CHECK(l40s.name == "L40S");
-  CHECK(l40s.arch == "sm_89");
+  CHECK(l40s.arch() == "sm_89");
   CHECK(l40s.shared_memory_per_block == 99 * 1024);
-  CHECK_FALSE(l40s.clusters);
+  CHECK_FALSE(l40s.clusters());
   CHECK(tilenorm::known_device("sm_100").name == "B200");
-  CHECK(tilenorm::known_device("sm_90").clusters);
+  CHECK(tilenorm::known_device("sm_90").clusters());
   CHECK(tilenorm::DeviceLimits::hopper().name == "H200");
   std::string message;
   try {
@@ -470,16 +541,23 @@ TEST_CASE("device limits: a table of known GPUs drives the search space without 
     message = e.what();
   }
   CHECK(message ==
-        "unknown device 'sm_75' (known: A100 (sm_80), L40S (sm_89), H100 (sm_90), H200 (sm_90), "
-        "B200 (sm_100))");
+        "unknown device 'sm_75' (known: A100 (sm_80), A10 (sm_86), L40S (sm_89), H100 (sm_90), "
+        "H200 (sm_90), B200 (sm_100), RTX5090 (sm_120))");
   // An architecture with no device in the table takes the newest older one's limits, so that
   // clusters come only from sm_90 (tilenorm-dump --arch).
-  CHECK(tilenorm::limits_for_arch("sm_86").name == "A100");
-  CHECK_FALSE(tilenorm::limits_for_arch("sm_86").clusters);
+  CHECK(tilenorm::limits_for_arch("sm_86").name == "A10");
+  CHECK(tilenorm::limits_for_arch("sm_87").name == "A10");
+  CHECK_FALSE(tilenorm::limits_for_arch("sm_86").clusters());
   CHECK(tilenorm::limits_for_arch("sm_89").name == "L40S");
-  CHECK(tilenorm::limits_for_arch("sm_90").clusters);
-  CHECK(tilenorm::limits_for_arch("sm_90a").arch == "sm_90");
-  CHECK(tilenorm::limits_for_arch("sm_120").name == "B200");
+  CHECK(tilenorm::limits_for_arch("sm_90").clusters());
+  CHECK(tilenorm::limits_for_arch("sm_90a").arch() == "sm_90");
+  CHECK(tilenorm::limits_for_arch("sm_103").name == "B200");
+  CHECK(tilenorm::limits_for_arch("sm_120").name == "RTX5090");
+  // Clusters of 16 CTAs (non-portable) where they are known to run, the portable 8 elsewhere.
+  CHECK(tilenorm::known_device("H200").cluster_ctas == 16);
+  CHECK(tilenorm::known_device("B200").cluster_ctas == 16);
+  CHECK(tilenorm::known_device("rtx5090").cluster_ctas == 8);
+  CHECK(tilenorm::known_device("A100").cluster_ctas == 1);
   auto arch_error = [](std::string_view arch) {
     try {
       tilenorm::limits_for_arch(arch);

@@ -31,7 +31,7 @@ enum class PruneRule {
   shared_memory,      // dynamic shared memory over the device's per-block limit
   misaligned_vec,     // contiguous rows of N elements are not aligned for this vec
   narrower_vec,       // narrower than the widest usable vec (the runtime narrows by itself)
-  no_clusters,        // ctas_per_row > 1 on a device without thread-block clusters
+  no_clusters,        // ctas_per_row > 1 without thread-block clusters, or past their size
   needless_cluster,   // a cluster for a short row, slices under 256 vectors, or slices not
                       // held in registers, one row per CTA (a saved-statistics backward's
                       // prefetched slices: up to four)

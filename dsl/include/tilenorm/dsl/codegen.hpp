@@ -95,6 +95,11 @@ struct KernelSpec {
   // latency-bound, also accumulates each row reduction in four lanes where a thread holds 32
   // columns or more (shorter chains of dependent adds). Part of the generated code's identity.
   bool early_columns = false;
+  // Column partial sums stay in registers where they would otherwise move to shared memory: for
+  // a device whose shared memory per CTA cannot hold them beside the rest of the kernel's (see
+  // fit_shared_memory in the runtime), at the cost of registers (ptxas spills what does not
+  // fit). Part of the generated code's identity.
+  bool partials_in_registers = false;
 };
 
 // Whether `spec` may take KernelSpec::early_columns (whatever it holds now): aligned rows of
@@ -115,6 +120,11 @@ bool can_shift_per_row(const LoweredProgram& program, const KernelSpec& spec);
 // the column partial sums of persistent kernels that keep them there, and the copy of the
 // column parameters (column_stash_bytes).
 std::size_t dynamic_shared_memory_bytes(const LoweredProgram& program, const KernelSpec& spec);
+
+// The shared memory for the column partial sums of a persistent kernel that keeps them there
+// (at least 32 values per thread, at most 128 KiB, not KernelSpec::partials_in_registers),
+// else 0.
+std::size_t shared_partials_bytes(const LoweredProgram& program, const KernelSpec& spec);
 
 // The shared memory for the copy of the column parameters that a persistent kernel reads for
 // every row (a cluster's slice, or a peeled row's parameters at its CTA's one shift), or 0

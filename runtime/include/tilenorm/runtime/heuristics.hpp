@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string>
 #include <string_view>
 
 #include "tilenorm/dsl/codegen.hpp"
@@ -17,23 +18,40 @@ struct DeviceLimits {
   std::size_t shared_memory_per_block = 48 * 1024;  // with the opt-in, for dynamic smem
   int multiprocessors = 1;
   std::string_view name = "";             // known_devices() rows only
-  std::string_view arch = "";             // "sm_90"
-  bool clusters = false;                  // thread-block clusters (sm_90 and later)
+  int compute_capability = 0;             // 90 for sm_90
+  int cluster_ctas = 1;                   // the most CTAs of a thread-block cluster; 1: none
   int threads_per_multiprocessor = 1536;  // resident threads per SM (2048 on sm_80, sm_9x, sm_100)
+  // Thread-block clusters (sm_90 and later).
+  bool clusters() const { return cluster_ctas > 1; }
+  // "sm_90".
+  std::string arch() const;
   // The H200 (sm_90) limits, for generating code without a GPU.
   static DeviceLimits hopper();
 };
 
+// The most CTAs of a cluster on a GPU of compute capability `major`.`minor` that has clusters:
+// the non-portable 16 on sm_90 (measured on the H200) and sm_100 (NVIDIA's Blackwell tuning
+// guide), the portable 8 elsewhere (sm_120 among them).
+int most_cluster_ctas(int major, int minor);
+
+// `spec` as a device with `limits` can run it: where the kernel's column partial sums alone
+// would take more shared memory than the device has per CTA (their 128 KiB at most fit sm_80,
+// sm_90 and sm_100 but not the 99 KiB of sm_86, sm_89 and sm_120), they stay in registers
+// (KernelSpec::partials_in_registers), if the kernel then fits. Otherwise `spec` unchanged.
+KernelSpec fit_shared_memory(const LoweredProgram& program, KernelSpec spec,
+                             const DeviceLimits& limits);
+
 // The limits of a GPU as its driver reports them.
 DeviceLimits device_limits(const driver::DeviceInfo& info);
 
-// A100 (sm_80), L40S (sm_89), H100 and H200 (sm_90), B200 (sm_100).
+// A100 (sm_80), A10 (sm_86), L40S (sm_89), H100 and H200 (sm_90), B200 (sm_100), RTX5090
+// (sm_120).
 std::span<const DeviceLimits> known_devices();
 // The row of known_devices() whose name (case-insensitive, "h200") or arch ("sm_89") is
 // `name_or_arch` (an arch names its first device); throws tilenorm::Error listing them.
 const DeviceLimits& known_device(std::string_view name_or_arch);
 // The limits that code for `arch` ("sm_86") is generated for without a GPU: the first known
-// device of that arch, else the newest known one of an older arch (sm_86 -> A100, sm_120 ->
+// device of that arch, else the newest known one of an older arch (sm_87 -> A10, sm_103 ->
 // B200), so that no arch before sm_90 gets clusters. Throws tilenorm::Error for a name that is
 // not sm_XX, or an arch older than every known device.
 const DeviceLimits& limits_for_arch(std::string_view arch);
@@ -46,10 +64,12 @@ inline constexpr std::int64_t kPrefetchValues = 16;
 inline constexpr int kStagedRowThreads = 64;
 
 // Thread-block clusters, shared by the heuristic and the tuner's search space: at most
-// kMaxClusterCtas CTAs (non-portable above 8 on sm_90), slices of at least
+// kMaxClusterCtas CTAs (non-portable above kPortableClusterCtas; DeviceLimits::cluster_ctas
+// says what a device runs), slices of at least
 // kMinClusterSliceVectors vectors, kClusterVectorsPerThread vectors per thread, or twice that
 // on kLongSliceThreads threads for rows too long for that many on the largest cluster.
 inline constexpr int kMaxClusterCtas = 16;
+inline constexpr int kPortableClusterCtas = 8;
 inline constexpr std::int64_t kMinClusterSliceVectors = 256;
 inline constexpr std::int64_t kClusterVectorsPerThread = 4;
 inline constexpr int kLongSliceThreads = 512;
