@@ -26,6 +26,9 @@ run 0 "$tools/tilenorm-dump" --kernel rms_norm --n 65536 --arch sm_86 --source-o
 grep -qE "ctas_per_row=1$" "$work/out" || fail "sm_86 got a cluster: $(grep -o 'ctas_per_row=[0-9]*' "$work/out")"
 run 0 "$tools/tilenorm-dump" --kernel rms_norm --n 65536 --arch sm_90 --source-only
 expect_in "$work/out" "ctas_per_row=16"
+# sm_120 (the RTX 5090's limits) runs clusters of at most 8 CTAs.
+run 0 "$tools/tilenorm-dump" --kernel rms_norm --n 262144 --arch sm_120 --source-only
+expect_in "$work/out" "ctas_per_row=8"
 run 0 "$tools/tilenorm-dump" --kernel rms_norm --dtype bf16/fp32 --ir-only
 # --cubin writes NVRTC's binary (an ELF file), before anything is printed, and only with --arch.
 run 2 "$tools/tilenorm-dump" --kernel rms_norm --cubin "$work/k.cubin"
