@@ -1,15 +1,16 @@
 #!/usr/bin/env python3
 """Merges tilenorm-bench JSON and torch_compare.py JSON into markdown tables, one per pass
-(forward, backward, recompute), a table of the --decode measurements when there are any, and,
-when matplotlib imports, a PNG plot of TB/s for each shape with one row of panels per pass.
+(forward, backward, recompute), a table of the --decode measurements when there are any, with
+--heuristic a table of the heuristic's run (tilenorm-bench --no-tuning-db) against the tuned one,
+and, when matplotlib imports, a PNG plot of TB/s for each shape with one row of panels per pass.
 Rows are matched by (op, pass, M, N, row stride). Standard library + optional matplotlib.
 
 Rows timed by different methods (events or graph; see bench/README.md) are never compared: their
 ratio cells say so, they are left out of the geometric means, and the report warns about them.
 --strict-timing refuses such a merge instead (exit 1, nothing written).
 
-usage: report.py --tilenorm TILENORM.json [--torch TORCH.json] [--markdown OUT.md] [--plot OUT.png]
-                 [--strict-timing]
+usage: report.py --tilenorm TILENORM.json [--torch TORCH.json] [--heuristic HEURISTIC.json]
+                 [--markdown OUT.md] [--plot OUT.png] [--strict-timing]
 """
 import argparse
 import json
@@ -28,6 +29,8 @@ PASS_BYTES = {"forward": "x read + y written",
               "recompute": "x and dy read + dx written"}
 # tilenorm-bench rows written before --timing existed: one event pair around each launch.
 LEGACY_TIMING = "events per launch"
+# The untuned goal: the heuristic's share of the tuned figure (% of the copy ceiling), at least.
+UNTUNED_SHARE = 0.90
 FALLBACK_MARK = " †"
 MIXED_MARK = "‡"
 
@@ -276,7 +279,44 @@ def decode_table(tilenorm, ours, eager, compiled):
     return lines
 
 
-def markdown(tilenorm, torch):
+def untuned_table(ours, heuristic):
+    """Each shape's heuristic configuration (a run without the tuning database) against this
+    run's, by % of each run's own copy ceiling; ✗ below UNTUNED_SHARE."""
+    keys = sorted(set(ours) & set(heuristic), key=sort_key)
+    if not keys:
+        return []
+    lines = ["## untuned against tuned", "",
+             "The heuristic's configuration (`tilenorm-bench --no-tuning-db`) against the "
+             "configuration of the run above, each as a % of its own run's copy ceiling. "
+             f"✗ marks a heuristic below {UNTUNED_SHARE:.2f} of the tuned figure.", "",
+             "| op | pass | N | M | tuned % of ceiling | tuned config | heuristic % of ceiling "
+             "| heuristic config | heuristic / tuned |",
+             "|---|---|---:|---:|---:|---|---:|---|---:|"]
+    shares = []
+    for key in keys:
+        op, pass_name, m, n, _ = key
+        tuned, untuned = ours[key], heuristic[key]
+        if timed(tuned) and timed(untuned) and same_timing(tuned, untuned):
+            share = untuned["percent_of_ceiling"] / tuned["percent_of_ceiling"]
+            shares.append((share, key))
+            cell = f"{share:.2f}" + (" ✗" if share < UNTUNED_SHARE else "")
+        elif timed(tuned) and timed(untuned):
+            cell = f"{MIXED_MARK} {untuned['_timing']} vs {tuned['_timing']}"
+        else:
+            cell = "—"
+        lines.append(f"| {op} | {pass_name} | {n} | {m} | {percent_cell(tuned)} "
+                     f"| {config_cell(tuned)} | {percent_cell(untuned)} | {config_cell(untuned)} "
+                     f"| {cell} |")
+    at_goal = sum(share >= UNTUNED_SHARE for share, _ in shares)
+    lines += ["", f"heuristic at ≥ {UNTUNED_SHARE:.2f} of the tuned figure: {at_goal} of "
+              f"{len(shares)} shapes timed the same way."]
+    if shares:
+        lowest, key = min(shares)
+        lines[-1] += f" Lowest: {lowest:.2f}, {key[0]} {key[1]} {shape_text(key)}."
+    return lines
+
+
+def markdown(tilenorm, torch, heuristic=None):
     ours = rows_by_key(tilenorm)
     eager = rows_by_key(torch, "eager")
     compiled = rows_by_key(torch, "compile")
@@ -327,13 +367,18 @@ def markdown(tilenorm, torch):
     decode = decode_table(tilenorm, ours, eager, compiled)
     if decode:
         lines += [""] + decode
-    failures = [(row, document) for document in (tilenorm, torch) if document is not None
+    untuned = untuned_table(ours, rows_by_key(heuristic))
+    if untuned:
+        lines += [""] + untuned
+    failures = [(row, document) for document in (tilenorm, torch, heuristic)
+                if document is not None
                 for row in document["rows"] if "error" in row]
     if failures:
         lines += ["", "Failures:"]
-        lines += [f"- {row['op']} {row_pass(row)} {row.get('impl', 'tilenorm')} "
+        lines += [f"- {row['op']} {row_pass(row)} "
+                  f"{row.get('impl', 'tilenorm' if document is not heuristic else 'heuristic')} "
                   f"{shape_text(row_key(row))}: {' '.join(row['error'].split())}"
-                  for row, _ in failures]  # one line each
+                  for row, document in failures]  # one line each
     return "\n".join(lines) + "\n"
 
 
@@ -389,6 +434,9 @@ def main():
     parser.add_argument("--tilenorm", required=True, metavar="PATH",
                         help="tilenorm-bench --json output")
     parser.add_argument("--torch", metavar="PATH", help="torch_compare.py --json output")
+    parser.add_argument("--heuristic", metavar="PATH",
+                        help="tilenorm-bench --no-tuning-db --json output of the same shapes, "
+                        "compared with --tilenorm's (the untuned goal)")
     parser.add_argument("--markdown", metavar="PATH", help="also write the table to PATH")
     parser.add_argument("--plot", metavar="PATH",
                         help="write a PNG plot to PATH (needs matplotlib)")
@@ -399,9 +447,10 @@ def main():
     try:
         tilenorm = load(args.tilenorm)
         torch = load(args.torch) if args.torch else None
+        heuristic = load(args.heuristic) if args.heuristic else None
         mixed = mixed_timing(rows_by_key(tilenorm), {impl: rows_by_key(torch, impl)
                                                      for impl in ("eager", "compile")})
-        text = markdown(tilenorm, torch)
+        text = markdown(tilenorm, torch, heuristic)
     except (OSError, ValueError, KeyError, TypeError) as error:
         print(f"report.py: cannot read the results: {type(error).__name__}: {error}",
               file=sys.stderr)
