@@ -2,6 +2,7 @@
 
 #include <cuda.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <limits>
@@ -891,6 +892,10 @@ Runtime::Runtime(RuntimeOptions options) : impl_(std::make_shared<Impl>()) {
   impl_->info = driver::device_info(options.device);
   impl_->context = driver::primary_context(options.device);
   impl_->limits = device_limits(impl_->info);
+  if (options.shared_memory_per_block > 0) {
+    impl_->limits.shared_memory_per_block =
+        std::min(impl_->limits.shared_memory_per_block, options.shared_memory_per_block);
+  }
   if (options.use_tuning_database) impl_->tuning = load_default_tuning_databases();
 }
 

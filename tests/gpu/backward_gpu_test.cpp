@@ -323,6 +323,57 @@ TEST_CASE("backward: rows staged in shared memory (cp.async) match the interpret
   CHECK(checked == 48);
 }
 
+TEST_CASE("backward: under 99 KiB of shared memory per CTA, column partial sums in registers") {
+  // The shared-memory limit of sm_86, sm_89 and sm_120, run on this GPU: LayerNorm's two column
+  // partial sums at N = 16384 and RMSNorm's one at 32768 take 128 KiB in shared memory, so
+  // there they stay in registers (fit_shared_memory), and must still match.
+  constexpr std::size_t kCap = 99 * 1024;
+  tilenorm::Runtime capped(tilenorm::RuntimeOptions{
+      .device = 0, .use_tuning_database = false, .shared_memory_per_block = kCap});
+  CHECK(capped.shared_memory_per_block() == kCap);
+  tilenorm::DeviceLimits limits = tilenorm::device_limits(driver::device_info(0));
+  limits.shared_memory_per_block = kCap;
+  struct Case {
+    tilenorm::ir::Program program;
+    std::int64_t n;
+  };
+  const Case cases[] = {
+      {tilenorm::backward(tilenorm::kernels::builtin_program("layer_norm")), 16384},
+      {tilenorm::backward(tilenorm::kernels::builtin_program("layer_norm"),
+                          {tilenorm::StatisticsMode::recompute}),
+       16384},
+      {tilenorm::backward(tilenorm::kernels::builtin_program("rms_norm")), 32768}};
+  int in_registers = 0;
+  for (const Case& c : cases) {
+    const tilenorm::Norm norm = capped.load(c.program);
+    for (DType dtype : {DType::bf16, DType::f32}) {
+      for (std::int64_t m : {3, 300}) {
+        CAPTURE(c.program.name);
+        CAPTURE(tilenorm::dtype_name(dtype));
+        CAPTURE(m);
+        const auto report =
+            tilenorm::check_against_interpreter(norm, {.io_dtype = dtype,
+                                                       .param_dtype = dtype,
+                                                       .rows = m,
+                                                       .cols = c.n,
+                                                       .seed = 900u + static_cast<unsigned>(m),
+                                                       .scalars = std::vector<float>{1e-2f}});
+        INFO(report.describe());
+        CHECK(report.ok());
+        CHECK(report.unwritten == 0);
+        CHECK(report.clobbered == 0);
+        const tilenorm::KernelSpec spec = tilenorm::fit_shared_memory(
+            norm.lowered(), {dtype, dtype, c.n, report.used.config}, limits);
+        CHECK(tilenorm::dynamic_shared_memory_bytes(norm.lowered(), spec) <= kCap);
+        in_registers += spec.partials_in_registers;
+      }
+    }
+  }
+  // Not vacuous: the cap moved the partial sums of some of those kernels.
+  CHECK(in_registers > 0);
+  MESSAGE(in_registers << " of 12 kernels kept their column partial sums in registers");
+}
+
 TEST_CASE("backward: layer_norm_backward is bitwise deterministic and captures into a graph") {
   tilenorm::Runtime& runtime = backward_runtime();
   driver::ScopedContext scope(driver::primary_context(0));

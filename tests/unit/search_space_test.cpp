@@ -13,6 +13,7 @@
 #include "tilenorm/autotune/cli.hpp"
 #include "tilenorm/autotune/cli_options.hpp"
 #include "tilenorm/autotune/tuner.hpp"
+#include "tilenorm/dsl/autodiff.hpp"
 #include "tilenorm/kernels/programs.hpp"
 #include "tilenorm/runtime/tuning_db.hpp"
 
@@ -371,6 +372,29 @@ TEST_CASE("heuristic: a valid configuration on every known device, within its li
         }
       }
     }
+  }
+}
+
+TEST_CASE("heuristic: a cap on shared memory per CTA (RuntimeOptions) is kept") {
+  // What the GPU test of the cap runs on the H200: its limits with 99 KiB per CTA.
+  auto capped = tilenorm::DeviceLimits::hopper();
+  capped.shared_memory_per_block = 99 * 1024;
+  for (auto mode : {tilenorm::StatisticsMode::saved, tilenorm::StatisticsMode::recompute}) {
+    const tilenorm::LoweredProgram program = tilenorm::lower(
+        tilenorm::backward(tilenorm::kernels::builtin_program("layer_norm"), {mode}));
+    CAPTURE(program.program.name);
+    const KernelConfig config =
+        tilenorm::heuristic_config(program, DType::bf16, DType::bf16, 16384, capped);
+    const tilenorm::KernelSpec spec =
+        tilenorm::fit_shared_memory(program, {DType::bf16, DType::bf16, 16384, config}, capped);
+    CHECK(spec.partials_in_registers);
+    CHECK(tilenorm::dynamic_shared_memory_bytes(program, spec) <= capped.shared_memory_per_block);
+    // Uncapped, the same row keeps them in shared memory.
+    const KernelConfig uncapped = tilenorm::heuristic_config(
+        program, DType::bf16, DType::bf16, 16384, tilenorm::DeviceLimits::hopper());
+    CHECK(tilenorm::dynamic_shared_memory_bytes(program,
+                                                {DType::bf16, DType::bf16, 16384, uncapped}) >
+          capped.shared_memory_per_block);
   }
 }
 
