@@ -110,7 +110,7 @@ DeviceLimits device_limits(const driver::DeviceInfo& info) {
   limits.shared_memory_per_block = info.shared_memory_per_block_optin;
   limits.multiprocessors = info.multiprocessors;
   limits.compute_capability = 10 * info.cc_major + info.cc_minor;
-  limits.cluster_ctas = info.cluster_launch ? most_cluster_ctas(info.cc_major, info.cc_minor) : 1;
+  limits.cluster_ctas = info.cluster_launch ? most_cluster_ctas(info.cc_major) : 1;
   limits.threads_per_multiprocessor = info.max_threads_per_multiprocessor;
   return limits;
 }
@@ -125,7 +125,7 @@ KernelSpec fit_shared_memory(const LoweredProgram& program, KernelSpec spec,
              : spec;
 }
 
-int most_cluster_ctas(int major, int /*minor*/) {
+int most_cluster_ctas(int major) {
   return major == 9 || major == 10 ? kMaxClusterCtas : kPortableClusterCtas;
 }
 

@@ -29,10 +29,10 @@ struct DeviceLimits {
   static DeviceLimits hopper();
 };
 
-// The most CTAs of a cluster on a GPU of compute capability `major`.`minor` that has clusters:
+// The most CTAs of a cluster on a GPU of compute capability `major`.x that has clusters:
 // the non-portable 16 on sm_90 (measured on the H200) and sm_100 (NVIDIA's Blackwell tuning
 // guide), the portable 8 elsewhere (sm_120 among them).
-int most_cluster_ctas(int major, int minor);
+int most_cluster_ctas(int major);
 
 // `spec` as a device with `limits` can run it: where the kernel's column partial sums alone
 // would take more shared memory than the device has per CTA (their 128 KiB at most fit sm_80,
