@@ -231,16 +231,13 @@ std::optional<std::string> compile_problem(const LoweredProgram& program, const 
 
 // Compiles every configuration through the disk cache on a thread pool (NVRTC is thread-safe),
 // so the launches that follow load CUBINs instead of compiling one at a time.
-std::vector<std::optional<std::string>> compile_all(const LoweredProgram& program,
-                                                    const TuneShape& shape,
-                                                    const std::vector<KernelConfig>& configs,
-                                                    const KernelConfig& heuristic,
-                                                    const driver::DeviceInfo& device,
-                                                    unsigned threads, Progress& progress) {
+std::vector<std::optional<std::string>> compile_all(
+    const LoweredProgram& program, const TuneShape& shape, const std::vector<KernelConfig>& configs,
+    const KernelConfig& heuristic, const driver::DeviceInfo& device, const DeviceLimits& limits,
+    unsigned threads, Progress& progress) {
   std::vector<std::optional<std::string>> problems(configs.size());
   const std::string stage = "compiling " + shape_name(shape);
   const std::string arch = device.arch();
-  const DeviceLimits limits = device_limits(device);
   std::atomic<std::size_t> next{0};
   auto work = [&] {
     for (std::size_t i = next++; i < configs.size(); i = next++) {
@@ -445,7 +442,7 @@ ShapeOutcome tune_shape(Runtime& runtime, const Plan& plan, const Session& sessi
     for (const Candidate& candidate : plan.space.candidates) configs.push_back(candidate.config);
     if (!plan.heuristic_in_space) configs.push_back(plan.heuristic);
     const std::vector<std::optional<std::string>> compile_problems =
-        compile_all(norm.lowered(), shape, configs, plan.heuristic, session.info,
+        compile_all(norm.lowered(), shape, configs, plan.heuristic, session.info, session.limits,
                     session.compile_threads, progress);
 
     // Check every compiled configuration once per shape, before any of its times count.
