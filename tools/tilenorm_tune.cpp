@@ -144,7 +144,8 @@ int dry_run(const tn::TuneCommand& command) {
     limits_source = info.name;
   }
   std::cout << "search space (" << limits_source << ", " << limits.shared_memory_per_block
-            << " bytes of shared memory per block)\n";
+            << " bytes of shared memory per block, " << limits.multiprocessors << " SMs, "
+            << limits.l2_bytes / (1 << 20) << " MiB of L2)\n";
   std::size_t shapes = 0, most = 0, least = static_cast<std::size_t>(-1), candidates = 0;
   Table summary({"kernel", "dtype", "N", "configs", "pruned", "candidates", "heuristic in space"});
   for (const tn::TuneShape& shape : shapes_of(command)) {

@@ -66,6 +66,12 @@ constexpr std::int64_t kPeeledPrefetchVectors = 4;
 constexpr int kNarrowBackwardThreads = 16;
 constexpr int kLongPrefetchThreads = 64;
 constexpr int kTwoPhaseLongPrefetchThreads = 32;
+// The share of the L2 that rows read twice may take between their two reads: the rest is for
+// what streams through it meanwhile (the outputs, the next rows' first reads). A margin, not a
+// measured limit: on the H200, the one device measured, they take at most 27% of its 60 MiB
+// (see rereading_one_cta).
+constexpr std::size_t kRereadL2Share = 2;
+constexpr std::size_t kMiB = std::size_t{1} << 20;
 
 // Whether a backward reads the forward's saved statistics (RowScalar inputs), rather than
 // recomputing them from x.
@@ -112,6 +118,7 @@ DeviceLimits device_limits(const driver::DeviceInfo& info) {
   limits.compute_capability = 10 * info.cc_major + info.cc_minor;
   limits.cluster_ctas = info.cluster_launch ? most_cluster_ctas(info.cc_major) : 1;
   limits.threads_per_multiprocessor = info.max_threads_per_multiprocessor;
+  limits.l2_bytes = static_cast<std::size_t>(std::max(info.l2_bytes, 0));
   return limits;
 }
 
@@ -154,17 +161,18 @@ bool fetches_columns_early(const LoweredProgram& program, const KernelSpec& spec
 }
 
 std::span<const DeviceLimits> known_devices() {
-  // Opt-in shared memory per block, SM counts, resident threads per SM and cluster sizes from
-  // the vendor's tuning guides and programming guide; the heuristic uses nothing else.
-  // {shared memory per block, SMs, name, compute capability, cluster CTAs, threads per SM}
+  // Opt-in shared memory per block, SM counts, resident threads per SM, cluster sizes and L2
+  // sizes from the vendor's tuning guides and programming guide (the H200's L2 as its driver
+  // reported it to the benchmark; the B200's as others report its driver's figure).
+  // {shared memory per block, SMs, name, compute capability, cluster CTAs, threads per SM, L2}
   static constexpr DeviceLimits kDevices[] = {
-      {163 * 1024, 108, "A100", 80, 1, 2048},     // GA100
-      {99 * 1024, 72, "A10", 86, 1, 1536},        // GA102
-      {99 * 1024, 142, "L40S", 89, 1, 1536},      // AD102
-      {227 * 1024, 132, "H100", 90, 16, 2048},    // GH100, SXM
-      {227 * 1024, 132, "H200", 90, 16, 2048},    // GH100, the GPU tilenorm is measured on
-      {227 * 1024, 148, "B200", 100, 16, 2048},   // GB100
-      {99 * 1024, 170, "RTX5090", 120, 8, 1536},  // GB202
+      {163 * 1024, 108, "A100", 80, 1, 2048, 40 * kMiB},   // GA100
+      {99 * 1024, 72, "A10", 86, 1, 1536, 6 * kMiB},       // GA102
+      {99 * 1024, 142, "L40S", 89, 1, 1536, 96 * kMiB},    // AD102
+      {227 * 1024, 132, "H100", 90, 16, 2048, 50 * kMiB},  // GH100, SXM
+      {227 * 1024, 132, "H200", 90, 16, 2048, 60 * kMiB},  // GH100, the GPU tilenorm is measured on
+      {227 * 1024, 148, "B200", 100, 16, 2048, 253 * kMiB / 2},  // GB100
+      {99 * 1024, 170, "RTX5090", 120, 8, 1536, 96 * kMiB},      // GB202
   };
   return kDevices;
 }
@@ -392,6 +400,12 @@ struct Rows {
     const std::int64_t resident_ctas =
         std::int64_t{limits.multiprocessors} * (limits.threads_per_multiprocessor / threads);
     if (launch_rows > 0 && m_bucket(launch_rows) <= resident_ctas) return std::nullopt;
+    // The second read finds the row in L2 only while the rows of every resident CTA fit there
+    // (H200: 264 rows of 64 KiB, 16.5 MiB of its 60 MiB). A device with less L2 for as many
+    // threads, or one whose L2 is unknown, keeps its rows in registers.
+    const auto in_flight_bytes = static_cast<std::size_t>(
+        resident_ctas * n * row_input_bytes(program, io_dtype, param_dtype));
+    if (in_flight_bytes * kRereadL2Share > limits.l2_bytes) return std::nullopt;
     const KernelConfig global{threads, 1, vec, static_cast<int>(RowStorage::global), 1};
     if (!fits(global)) return std::nullopt;
     return global;

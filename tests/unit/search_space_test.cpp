@@ -326,7 +326,9 @@ TEST_CASE("device limits: what the driver reports, with the cluster size of the 
   info.max_threads_per_multiprocessor = 2048;
   info.shared_memory_per_block_optin = 227 * 1024;
   info.cluster_launch = true;
+  info.l2_bytes = 60 << 20;
   const tilenorm::DeviceLimits hopper = tilenorm::device_limits(info);
+  CHECK(hopper.l2_bytes == std::size_t{60} << 20);
   CHECK(hopper.compute_capability == 90);
   CHECK(hopper.arch() == "sm_90");
   CHECK(hopper.cluster_ctas == 16);
@@ -348,7 +350,27 @@ TEST_CASE("device limits: what the driver reports, with the cluster size of the 
                              ? tilenorm::most_cluster_ctas(device.compute_capability / 10)
                              : 1;
     CHECK(device.cluster_ctas == expected);
+    CHECK(device.l2_bytes >= std::size_t{6} << 20);
   }
+}
+
+TEST_CASE("heuristic: rows are re-read from L2 only where the resident CTAs' rows fit in it") {
+  // bf16 RMSNorm N = 32768 on the H200: one CTA of 1024 threads per row reads it twice; its 264
+  // resident CTAs hold 16.5 MiB of rows between the two reads.
+  const tilenorm::LoweredProgram program = lowered("rms_norm");
+  auto limits = tilenorm::DeviceLimits::hopper();
+  auto storage = [&] {
+    const KernelConfig config =
+        tilenorm::heuristic_config(program, DType::bf16, DType::bf16, 32768, limits);
+    return static_cast<RowStorage>(config.row_storage);
+  };
+  CHECK(storage() == RowStorage::global);
+  limits.l2_bytes = std::size_t{33} << 20;  // twice the rows in flight: enough
+  CHECK(storage() == RowStorage::global);
+  limits.l2_bytes = std::size_t{32} << 20;  // less than twice
+  CHECK(storage() != RowStorage::global);
+  limits.l2_bytes = 0;  // unknown
+  CHECK(storage() != RowStorage::global);
 }
 
 TEST_CASE("heuristic: a valid configuration on every known device, within its limits") {

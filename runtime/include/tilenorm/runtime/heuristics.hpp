@@ -21,6 +21,7 @@ struct DeviceLimits {
   int compute_capability = 0;             // 90 for sm_90
   int cluster_ctas = 1;                   // the most CTAs of a thread-block cluster; 1: none
   int threads_per_multiprocessor = 1536;  // resident threads per SM (2048 on sm_80, sm_9x, sm_100)
+  std::size_t l2_bytes = 0;               // the L2 cache; 0: unknown
   // Thread-block clusters (sm_90 and later).
   bool clusters() const { return cluster_ctas > 1; }
   // "sm_90".
