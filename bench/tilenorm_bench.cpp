@@ -1049,7 +1049,7 @@ int run(const Options& options) {
                                    options.dtype),
                  options.dtype);
   driver::Stream stream;
-  HelperKernels helpers(info.arch());
+  HelperKernels helpers(runtime.arch());
   helpers.calibrate(stream);
   Timer timer(options, stream, helpers);
 

@@ -15,6 +15,7 @@
 #include "tilenorm/runtime/check.hpp"
 #include "tilenorm/runtime/driver.hpp"
 #include "tilenorm/runtime/heuristics.hpp"
+#include "tilenorm/runtime/nvrtc.hpp"
 #include "tilenorm/runtime/runtime.hpp"
 #include "tilenorm/runtime/stats.hpp"
 #include "tilenorm/runtime/timing.hpp"
@@ -237,7 +238,7 @@ std::vector<std::optional<std::string>> compile_all(
     unsigned threads, Progress& progress) {
   std::vector<std::optional<std::string>> problems(configs.size());
   const std::string stage = "compiling " + shape_name(shape);
-  const std::string arch = device.arch();
+  const std::string arch = target_arch(device.compute_capability(), device.label());
   std::atomic<std::size_t> next{0};
   auto work = [&] {
     for (std::size_t i = next++; i < configs.size(); i = next++) {

@@ -157,7 +157,17 @@ void check(CUresult result, std::string_view what) {
 }
 
 std::string DeviceInfo::arch() const {
-  return "sm_" + std::to_string(cc_major) + std::to_string(cc_minor);
+  return "sm_" + std::to_string(compute_capability());
+}
+
+int driver_version() {
+  int version = 0;
+  check(api().cuDriverGetVersion(&version), "cuDriverGetVersion");
+  return version;
+}
+
+std::string DeviceInfo::label() const {
+  return "device " + std::to_string(ordinal) + " (" + name + ")";
 }
 
 DeviceInfo device_info(int ordinal) {

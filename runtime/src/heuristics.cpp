@@ -115,7 +115,7 @@ DeviceLimits device_limits(const driver::DeviceInfo& info) {
   DeviceLimits limits;
   limits.shared_memory_per_block = info.shared_memory_per_block_optin;
   limits.multiprocessors = info.multiprocessors;
-  limits.compute_capability = 10 * info.cc_major + info.cc_minor;
+  limits.compute_capability = info.compute_capability();
   limits.cluster_ctas = info.cluster_launch ? most_cluster_ctas(info.cc_major) : 1;
   limits.threads_per_multiprocessor = info.max_threads_per_multiprocessor;
   limits.l2_bytes = static_cast<std::size_t>(std::max(info.l2_bytes, 0));

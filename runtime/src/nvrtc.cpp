@@ -276,4 +276,62 @@ std::string nvrtc_version() {
   return std::to_string(major) + "." + std::to_string(minor);
 }
 
+std::vector<int> nvrtc_architectures() {
+  preload_nvrtc_builtins();
+  int count = 0;
+  check_nvrtc(nvrtcGetNumSupportedArchs(&count), "nvrtcGetNumSupportedArchs");
+  std::vector<int> architectures(static_cast<std::size_t>(std::max(count, 0)));
+  check_nvrtc(nvrtcGetSupportedArchs(architectures.data()), "nvrtcGetSupportedArchs");
+  return architectures;
+}
+
+std::string target_arch(int compute_capability, std::string_view device, std::span<const int> nvrtc,
+                        std::string_view nvrtc_version) {
+  const auto sm = [](int capability) { return "sm_" + std::to_string(capability); };
+  if (compute_capability < kOldestComputeCapability) {
+    throw Error(std::string(device) + " is " + sm(compute_capability) +
+                "; tilenorm's kernels need " + sm(kOldestComputeCapability) +
+                " or newer (cp.async and bf16 arithmetic)");
+  }
+  if (std::ranges::find(nvrtc, compute_capability) != nvrtc.end()) return sm(compute_capability);
+  // Cubins run on any GPU of the same major and an equal or higher minor.
+  std::optional<int> same_major;
+  for (const int known : nvrtc) {
+    if (known / 10 == compute_capability / 10 && known < compute_capability &&
+        known > same_major.value_or(0)) {
+      same_major = known;
+    }
+  }
+  if (same_major) return sm(*same_major);
+  std::string range = "no architecture";
+  if (!nvrtc.empty()) {
+    range = sm(std::ranges::min(nvrtc)) + " to " + sm(std::ranges::max(nvrtc));
+  }
+  throw Error("NVRTC " + std::string(nvrtc_version) + " cannot compile for " + std::string(device) +
+              ", " + sm(compute_capability) + ": it knows " + range + ", none of the same major (" +
+              std::to_string(compute_capability / 10) + ".x); a CUDA toolkit whose NVRTC knows " +
+              sm(compute_capability) + " is needed");
+}
+
+std::string older_driver_note(int driver_version, std::string_view nvrtc_version) {
+  const std::size_t dot = nvrtc_version.find('.');
+  int major = 0;
+  int minor = 0;
+  std::from_chars(nvrtc_version.data(), nvrtc_version.data() + dot, major);
+  if (dot != std::string_view::npos) {
+    std::from_chars(nvrtc_version.data() + dot + 1, nvrtc_version.data() + nvrtc_version.size(),
+                    minor);
+  }
+  if (driver_version >= 1000 * major + 10 * minor) return "";
+  return "The driver supports CUDA " + std::to_string(driver_version / 1000) + "." +
+         std::to_string(driver_version % 1000 / 10) + ", older than NVRTC " +
+         std::string(nvrtc_version) +
+         ", which compiled the kernel: update the driver, or build tilenorm with a CUDA "
+         "toolkit no newer than the driver.";
+}
+
+std::string target_arch(int compute_capability, std::string_view device) {
+  return target_arch(compute_capability, device, nvrtc_architectures(), nvrtc_version());
+}
+
 }  // namespace tilenorm

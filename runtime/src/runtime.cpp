@@ -232,6 +232,7 @@ CUresult launch_kernel(CUfunction function, unsigned grid, unsigned threads, uns
 struct Runtime::Impl {
   RuntimeOptions options;
   driver::DeviceInfo info;
+  std::string arch;  // what NVRTC compiles for: target_arch()
   CUcontext context = nullptr;
   DeviceLimits limits;
   // Without a usable cache directory (no HOME, no XDG_CACHE_HOME, no TILENORM_CACHE_DIR) the
@@ -245,7 +246,7 @@ struct Runtime::Impl {
   std::atomic<std::uint64_t> nvrtc_compiles{0};
 
   CUfunction load(const GeneratedKernel& generated, CUfunction* finish) {
-    const CompileRequest request{generated.source, generated.name, info.arch(), {}};
+    const CompileRequest request{generated.source, generated.name, arch, {}};
     const std::string key = cache_key(request, nvrtc_version());
     std::lock_guard lock(mutex);
     auto it = modules.find(key);
@@ -257,8 +258,14 @@ struct Runtime::Impl {
       if (!compiled.from_disk_cache) ++nvrtc_compiles;
       driver::ScopedContext scope(context);
       CUmodule module = nullptr;
-      driver::check(driver::api().cuModuleLoadData(&module, compiled.cubin.data()),
-                    "cuModuleLoadData for kernel " + generated.name);
+      try {
+        driver::check(driver::api().cuModuleLoadData(&module, compiled.cubin.data()),
+                      "cuModuleLoadData for kernel " + generated.name + " (" + arch + ")");
+      } catch (const driver::CudaError& e) {
+        const std::string note = older_driver_note(driver::driver_version(), nvrtc_version());
+        if (note.empty()) throw;
+        throw driver::CudaError(e.result(), std::string(e.what()) + ". " + note);
+      }
       it = modules.emplace(key, module).first;
       ++kernels_loaded;
     }
@@ -890,6 +897,7 @@ TuningKey Norm::tuning_key(DType io_dtype, DType param_dtype, std::int64_t n,
 Runtime::Runtime(RuntimeOptions options) : impl_(std::make_shared<Impl>()) {
   impl_->options = options;
   impl_->info = driver::device_info(options.device);
+  impl_->arch = target_arch(impl_->info.compute_capability(), impl_->info.label());
   impl_->context = driver::primary_context(options.device);
   impl_->limits = device_limits(impl_->info);
   if (options.shared_memory_per_block > 0) {
@@ -929,7 +937,7 @@ std::string Runtime::device_name() const {
   return impl_->info.name;
 }
 std::string Runtime::arch() const {
-  return impl_->info.arch();
+  return impl_->arch;
 }
 int Runtime::compute_capability_major() const {
   return impl_->info.cc_major;

@@ -22,6 +22,7 @@
 #include "tilenorm/runtime/driver.hpp"
 #include "tilenorm/runtime/heuristics.hpp"
 #include "tilenorm/runtime/log.hpp"
+#include "tilenorm/runtime/nvrtc.hpp"
 
 namespace {
 
@@ -591,7 +592,7 @@ TEST_CASE("the tuner times the heuristic default where it spills, and stores not
   const tilenorm::Norm norm = runtime().load(program);
   const tilenorm::KernelSpec spec{DType::f32, DType::f32, n, result.heuristic};
   const tilenorm::BuiltKernel built =
-      tilenorm::build_kernel(norm.lowered(), spec, driver::device_info(0).arch());
+      tilenorm::build_kernel(norm.lowered(), spec, runtime().arch());
   REQUIRE_MESSAGE(built.spill_bytes > 0,
                   "the heuristic no longer spills here: pick a shape where it does");
 
@@ -602,4 +603,83 @@ TEST_CASE("the tuner times the heuristic default where it spills, and stores not
   }
   CHECK(result.heuristic_us > 0);
   CHECK(result.median_us <= result.heuristic_us);
+}
+
+TEST_CASE("driver: buffers, streams, events and a compiled kernel") {
+  const driver::Api& cuda = driver::api();
+  CUcontext context = driver::primary_context(0);
+  CHECK(driver::primary_context(0) == context);  // Retained once, then reused.
+  CUcontext before = nullptr;
+  driver::check(cuda.cuCtxGetCurrent(&before), "cuCtxGetCurrent");
+  {
+    driver::ScopedContext nested(context);
+    CUcontext current = nullptr;
+    driver::check(cuda.cuCtxGetCurrent(&current), "cuCtxGetCurrent");
+    CHECK(current == context);
+  }
+  CUcontext after = nullptr;
+  driver::check(cuda.cuCtxGetCurrent(&after), "cuCtxGetCurrent");
+  CHECK(after == before);
+  driver::ScopedContext scoped(context);
+
+  constexpr int kCount = 1000;
+  std::vector<float> input(kCount);
+  for (int i = 0; i < kCount; ++i) input[i] = static_cast<float>(i);
+  driver::DeviceBuffer buffer(kCount * sizeof(float));
+  CHECK(buffer.bytes() == kCount * sizeof(float));
+  buffer.upload(input.data(), input.size() * sizeof(float));
+
+  tilenorm::CompileRequest request;
+  request.kernel_name = "scale_by_two";
+  const driver::DeviceInfo info = driver::device_info(0);
+  // A GPU NVRTC knows compiles for its own architecture, and a driver that loads NVRTC's
+  // cubins is not older than it.
+  request.arch = tilenorm::target_arch(info.compute_capability(), info.label());
+  CHECK(request.arch == info.arch());
+  CHECK(tilenorm::older_driver_note(driver::driver_version(), tilenorm::nvrtc_version()).empty());
+  request.source = R"(
+extern "C" __global__ void scale_by_two(float* data, int count) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < count) data[i] *= 2.0f;
+})";
+  tilenorm::CompiledKernel kernel = tilenorm::compile_cuda(request);
+  CUmodule module = nullptr;
+  driver::check(cuda.cuModuleLoadData(&module, kernel.cubin.data()), "cuModuleLoadData");
+  CUfunction function = nullptr;
+  driver::check(cuda.cuModuleGetFunction(&function, module, "scale_by_two"), "cuModuleGetFunction");
+
+  driver::Stream stream;
+  driver::Event start;
+  driver::Event end;
+  start.record(stream.get());
+  CUdeviceptr data = buffer.get();
+  int count = kCount;
+  void* arguments[] = {&data, &count};
+  driver::check(cuda.cuLaunchKernel(function, (kCount + 255) / 256, 1, 1, 256, 1, 1, 0,
+                                    stream.get(), arguments, nullptr),
+                "cuLaunchKernel");
+  end.record(stream.get());
+  end.synchronize();
+  stream.synchronize();
+  CHECK(driver::Event::elapsed_ms(start, end) >= 0.0f);
+
+  std::vector<float> output(kCount);
+  buffer.download(output.data(), output.size() * sizeof(float));
+  for (int i = 0; i < kCount; ++i) REQUIRE(output[i] == 2.0f * input[i]);
+
+  buffer.fill_bytes(0);
+  buffer.download(output.data(), output.size() * sizeof(float));
+  CHECK(output[kCount - 1] == 0.0f);
+
+  driver::DeviceBuffer moved = std::move(buffer);
+  CHECK(moved.get() == data);
+  CHECK(buffer.get() == 0);
+  try {
+    moved.upload(input.data(), moved.bytes() + 1);
+    FAIL("an oversized upload did not throw");
+  } catch (const tilenorm::Error& error) {
+    CHECK(std::string(error.what())
+              .starts_with("DeviceBuffer upload of 4001 bytes exceeds the buffer size"));
+  }
+  driver::check(cuda.cuModuleUnload(module), "cuModuleUnload");
 }

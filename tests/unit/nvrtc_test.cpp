@@ -186,3 +186,47 @@ TEST_CASE("nvrtc: nvrtc_version() is major.minor") {
     if (i != dot) CHECK(std::isdigit(static_cast<unsigned char>(version[i])));
   }
 }
+
+TEST_CASE("nvrtc: the architecture a GPU's kernels are compiled for") {
+  // This NVRTC knows every architecture the project supports.
+  const std::vector<int> known = tilenorm::nvrtc_architectures();
+  for (int capability : {80, 86, 89, 90, 100, 120}) {
+    CAPTURE(capability);
+    CHECK(tilenorm::target_arch(capability, "device 0 (GPU)") ==
+          "sm_" + std::to_string(capability));
+  }
+  // An older NVRTC's list (CUDA 12.8's, from sm_75): sm_103 takes the newest 10.x below it,
+  // sm_121 sm_120's; sm_130 has no same major.
+  const std::vector<int> older = {75, 80, 86, 87, 89, 90, 100, 101, 120};
+  CHECK(tilenorm::target_arch(90, "device 0 (H200)", older, "12.8") == "sm_90");
+  CHECK(tilenorm::target_arch(103, "device 0 (B300)", older, "12.8") == "sm_101");
+  CHECK(tilenorm::target_arch(121, "device 1 (GB10)", older, "12.8") == "sm_120");
+  auto error = [](int capability, const std::vector<int>& architectures) {
+    try {
+      tilenorm::target_arch(capability, "device 0 (GPU)", architectures, "12.8");
+    } catch (const tilenorm::Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  CHECK(error(130, older) ==
+        "NVRTC 12.8 cannot compile for device 0 (GPU), sm_130: it knows sm_75 to sm_120, none of "
+        "the same major (13.x); a CUDA toolkit whose NVRTC knows sm_130 is needed");
+  CHECK(error(75, older) ==
+        "device 0 (GPU) is sm_75; tilenorm's kernels need sm_80 or newer (cp.async and bf16 "
+        "arithmetic)");
+  CHECK(error(70, known).starts_with("device 0 (GPU) is sm_70;"));
+  CHECK(error(100, {}) ==
+        "NVRTC 12.8 cannot compile for device 0 (GPU), sm_100: it knows no architecture, none of "
+        "the same major (10.x); a CUDA toolkit whose NVRTC knows sm_100 is needed");
+}
+
+TEST_CASE("nvrtc: a driver older than NVRTC is named when a module does not load") {
+  CHECK(tilenorm::older_driver_note(13000, "13.0").empty());
+  CHECK(tilenorm::older_driver_note(13010, "13.0").empty());
+  CHECK(tilenorm::older_driver_note(12080, "12.4").empty());
+  CHECK(tilenorm::older_driver_note(12040, "13.0") ==
+        "The driver supports CUDA 12.4, older than NVRTC 13.0, which compiled the kernel: update "
+        "the driver, or build tilenorm with a CUDA toolkit no newer than the driver.");
+  CHECK(tilenorm::older_driver_note(12040, "12.8").starts_with("The driver supports CUDA 12.4,"));
+}

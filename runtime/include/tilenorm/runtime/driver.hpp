@@ -119,11 +119,18 @@ struct DeviceInfo {
   std::size_t total_memory = 0;
   bool cluster_launch = false;  // thread-block clusters (sm_90 and later)
 
-  // The real architecture NVRTC should target, e.g. "sm_90".
+  // The GPU's own real architecture, e.g. "sm_90" (kernels are compiled for target_arch(), which
+  // differs where NVRTC does not know this one).
   std::string arch() const;
+  int compute_capability() const { return 10 * cc_major + cc_minor; }
+  // "device 0 (NVIDIA H200)", for messages.
+  std::string label() const;
 };
 
 DeviceInfo device_info(int ordinal);
+
+// The CUDA version the driver supports, as cuDriverGetVersion() reports it (13000 for 13.0).
+int driver_version();
 
 // Retains the device's primary context the first time it is asked for and keeps it for the
 // lifetime of the process (releasing it at exit would race other static destructors).

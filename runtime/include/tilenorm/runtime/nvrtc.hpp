@@ -1,6 +1,7 @@
 #pragma once
 // Run-time compilation of CUDA C++ to a CUBIN for one real architecture with NVRTC. Works
 // without a GPU or driver.
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -52,5 +53,26 @@ CompiledKernel compile_cuda(const CompileRequest& request);
 
 // The NVRTC library version, e.g. "13.0".
 std::string nvrtc_version();
+
+// The real architectures this NVRTC compiles for, as compute capabilities (75, 80, ..., 121).
+std::vector<int> nvrtc_architectures();
+
+// The oldest GPU generation tilenorm's kernels run on: sm_80 (cp.async, bf16 arithmetic).
+inline constexpr int kOldestComputeCapability = 80;
+
+// The architecture to compile kernels for on a GPU of `compute_capability` (90 for sm_90),
+// named `device` in messages, given the architectures `nvrtc` knows: its own; where NVRTC does
+// not know it, the newest one of the same major below it, whose cubins the GPU runs (sm_100 on
+// an sm_121 GPU where NVRTC stops at sm_120). Throws Error naming the GPU, NVRTC's version and
+// range where there is none, and for GPUs older than kOldestComputeCapability.
+std::string target_arch(int compute_capability, std::string_view device, std::span<const int> nvrtc,
+                        std::string_view nvrtc_version);
+// The same, with this process's NVRTC.
+std::string target_arch(int compute_capability, std::string_view device);
+
+// Why the driver may refuse NVRTC's cubins: where the CUDA version it supports (as
+// cuDriverGetVersion() reports it, 12040 for 12.4) is older than `nvrtc_version` ("13.0"), a
+// sentence that says so and what to do; else empty.
+std::string older_driver_note(int driver_version, std::string_view nvrtc_version);
 
 }  // namespace tilenorm

@@ -175,7 +175,9 @@ class Runtime {
   const Norm& load_named(std::string_view name, const std::function<ir::Program()>& make);
 
   std::string device_name() const;
-  std::string arch() const;  // e.g. "sm_90"
+  // The architecture kernels are compiled for, e.g. "sm_90": the GPU's own, or where NVRTC does
+  // not know it, an older one of the same major whose cubins it runs (target_arch in nvrtc.hpp).
+  std::string arch() const;
   int compute_capability_major() const;
   int compute_capability_minor() const;
   int multiprocessors() const;
