@@ -122,6 +122,15 @@ DeviceLimits device_limits(const driver::DeviceInfo& info) {
   return limits;
 }
 
+DeviceLimits emulated_limits(const DeviceLimits& other, const DeviceLimits& actual) {
+  DeviceLimits limits = other;
+  limits.shared_memory_per_block =
+      std::min(other.shared_memory_per_block, actual.shared_memory_per_block);
+  limits.cluster_ctas = std::min(other.cluster_ctas, actual.cluster_ctas);
+  limits.multiprocessors = actual.multiprocessors;
+  return limits;
+}
+
 KernelSpec fit_shared_memory(const LoweredProgram& program, KernelSpec spec,
                              const DeviceLimits& limits) {
   if (shared_partials_bytes(program, spec) <= limits.shared_memory_per_block) return spec;

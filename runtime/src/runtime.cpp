@@ -900,11 +900,17 @@ Runtime::Runtime(RuntimeOptions options) : impl_(std::make_shared<Impl>()) {
   impl_->arch = target_arch(impl_->info.compute_capability(), impl_->info.label());
   impl_->context = driver::primary_context(options.device);
   impl_->limits = device_limits(impl_->info);
+  if (!options.heuristic_device.empty()) {
+    impl_->limits = emulated_limits(known_device(options.heuristic_device), impl_->limits);
+  }
   if (options.shared_memory_per_block > 0) {
     impl_->limits.shared_memory_per_block =
         std::min(impl_->limits.shared_memory_per_block, options.shared_memory_per_block);
   }
-  if (options.use_tuning_database) impl_->tuning = load_default_tuning_databases();
+  // Tuned entries were timed on this GPU, not on the one emulated.
+  if (options.use_tuning_database && options.heuristic_device.empty()) {
+    impl_->tuning = load_default_tuning_databases();
+  }
 }
 
 Runtime::~Runtime() = default;

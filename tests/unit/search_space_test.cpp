@@ -419,6 +419,33 @@ TEST_CASE("heuristic: a cap on shared memory per CTA (RuntimeOptions) is kept") 
   }
 }
 
+TEST_CASE("heuristic: another GPU's limits within this one's (RuntimeOptions::heuristic_device)") {
+  const auto h200 = tilenorm::DeviceLimits::hopper();
+  const auto a100 = tilenorm::emulated_limits(tilenorm::known_device("A100"), h200);
+  CHECK(a100.name == "A100");
+  CHECK(a100.compute_capability == 80);
+  CHECK(a100.shared_memory_per_block == 163 * 1024);
+  CHECK_FALSE(a100.clusters());
+  CHECK(a100.multiprocessors == 132);  // the launch's GPU
+  const auto rtx = tilenorm::emulated_limits(tilenorm::known_device("RTX5090"), h200);
+  CHECK(rtx.cluster_ctas == 8);
+  CHECK(rtx.threads_per_multiprocessor == 1536);
+  CHECK(rtx.shared_memory_per_block == 99 * 1024);
+  // Capped by the GPU that runs the kernels: a B200 emulated on an RTX 5090.
+  const auto b200 =
+      tilenorm::emulated_limits(tilenorm::known_device("B200"), tilenorm::known_device("RTX5090"));
+  CHECK(b200.cluster_ctas == 8);
+  CHECK(b200.shared_memory_per_block == 99 * 1024);
+  CHECK(b200.compute_capability == 100);
+  // The configurations differ where the limits do: a long backward row without clusters.
+  const tilenorm::LoweredProgram program =
+      tilenorm::lower(tilenorm::backward(tilenorm::kernels::builtin_program("layer_norm"), {}));
+  CHECK(tilenorm::heuristic_config(program, DType::bf16, DType::bf16, 65536, h200).ctas_per_row >
+        1);
+  CHECK(tilenorm::heuristic_config(program, DType::bf16, DType::bf16, 65536, a100).ctas_per_row ==
+        1);
+}
+
 TEST_CASE("tuner: default row counts are the bandwidth regime's M bucket and a small batch") {
   CHECK(tilenorm::default_row_counts(4096) == std::vector<std::int64_t>{16384, 256});
   // 2^26 / N rounded up to a power of two: the bucket the benchmark's M = 2^26 / N falls in.

@@ -45,6 +45,11 @@ KernelSpec fit_shared_memory(const LoweredProgram& program, KernelSpec spec,
 // The limits of a GPU as its driver reports them.
 DeviceLimits device_limits(const driver::DeviceInfo& info);
 
+// `other`'s limits for choosing configurations on the GPU of `actual`: the shared memory per
+// CTA and the cluster size capped at what `actual` runs, and `actual`'s SM count (launch grids
+// are sized for the GPU that runs them). For running another GPU's kernels on this one.
+DeviceLimits emulated_limits(const DeviceLimits& other, const DeviceLimits& actual);
+
 // A100 (sm_80), A10 (sm_86), L40S (sm_89), H100 and H200 (sm_90), B200 (sm_100), RTX5090
 // (sm_120).
 std::span<const DeviceLimits> known_devices();

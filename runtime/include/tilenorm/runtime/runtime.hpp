@@ -160,6 +160,11 @@ struct RuntimeOptions {
   // stay within it. It also runs a smaller device's limit on this one (the GPU tests run the
   // 99 KiB of sm_86, sm_89 and sm_120 on the H200).
   std::size_t shared_memory_per_block = 0;
+  // Choose configurations as on this known GPU (a known_devices() name, "A100"; empty: this
+  // GPU), within what this one runs (emulated_limits): runs the kernels other GPU generations
+  // get on this one (the GPU tests). Applied before shared_memory_per_block; no tuning database
+  // is read (its entries were timed on this GPU).
+  std::string heuristic_device{};
 };
 
 class Runtime {
