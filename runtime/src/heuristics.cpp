@@ -4,11 +4,14 @@
 #include <bit>
 #include <cctype>
 #include <charconv>
+#include <mutex>
 #include <optional>
 #include <string>
 
 #include "tilenorm/dsl/error.hpp"
 #include "tilenorm/dsl/ops.hpp"
+#include "tilenorm/runtime/log.hpp"
+#include "tilenorm/runtime/nvrtc.hpp"
 #include "tilenorm/runtime/tuning_db.hpp"
 
 namespace tilenorm {
@@ -117,6 +120,15 @@ DeviceLimits device_limits(const driver::DeviceInfo& info) {
   limits.multiprocessors = info.multiprocessors;
   limits.compute_capability = info.compute_capability();
   limits.cluster_ctas = info.cluster_launch ? most_cluster_ctas(info.cc_major) : 1;
+  if (limits.cluster_ctas > 1 && !nvrtc_assembles_clusters(nvrtc_version())) {
+    static std::once_flag warned;
+    std::call_once(warned, [] {
+      warn("NVRTC " + nvrtc_version() +
+           " cannot assemble the row exchange of thread-block clusters (st.async needs NVRTC "
+           "12.1 or later): kernels run without clusters");
+    });
+    limits.cluster_ctas = 1;
+  }
   limits.threads_per_multiprocessor = info.max_threads_per_multiprocessor;
   limits.l2_bytes = static_cast<std::size_t>(std::max(info.l2_bytes, 0));
   return limits;

@@ -313,16 +313,28 @@ std::string target_arch(int compute_capability, std::string_view device, std::sp
               sm(compute_capability) + " is needed");
 }
 
-std::string older_driver_note(int driver_version, std::string_view nvrtc_version) {
-  const std::size_t dot = nvrtc_version.find('.');
+namespace {
+
+// "12.4" numbered as CUDA numbers its versions (12040); 0 for text that is not major.minor.
+int cuda_version_number(std::string_view version) {
+  const std::size_t dot = version.find('.');
+  if (dot == std::string_view::npos) return 0;
   int major = 0;
   int minor = 0;
-  std::from_chars(nvrtc_version.data(), nvrtc_version.data() + dot, major);
-  if (dot != std::string_view::npos) {
-    std::from_chars(nvrtc_version.data() + dot + 1, nvrtc_version.data() + nvrtc_version.size(),
-                    minor);
-  }
-  if (driver_version >= 1000 * major + 10 * minor) return "";
+  std::from_chars(version.data(), version.data() + dot, major);
+  std::from_chars(version.data() + dot + 1, version.data() + version.size(), minor);
+  return 1000 * major + 10 * minor;
+}
+
+}  // namespace
+
+bool nvrtc_assembles_clusters(std::string_view nvrtc_version) {
+  constexpr int kStAsync = 12010;  // st.async, PTX ISA 8.1
+  return cuda_version_number(nvrtc_version) >= kStAsync;
+}
+
+std::string older_driver_note(int driver_version, std::string_view nvrtc_version) {
+  if (driver_version >= cuda_version_number(nvrtc_version)) return "";
   return "The driver supports CUDA " + std::to_string(driver_version / 1000) + "." +
          std::to_string(driver_version % 1000 / 10) + ", older than NVRTC " +
          std::string(nvrtc_version) +

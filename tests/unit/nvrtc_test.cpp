@@ -230,3 +230,14 @@ TEST_CASE("nvrtc: a driver older than NVRTC is named when a module does not load
         "the driver, or build tilenorm with a CUDA toolkit no newer than the driver.");
   CHECK(tilenorm::older_driver_note(12040, "12.8").starts_with("The driver supports CUDA 12.4,"));
 }
+
+TEST_CASE("nvrtc: clusters only where NVRTC assembles their row exchange") {
+  CHECK(tilenorm::nvrtc_assembles_clusters("13.0"));
+  CHECK(tilenorm::nvrtc_assembles_clusters("12.1"));
+  CHECK(tilenorm::nvrtc_assembles_clusters("12.10"));
+  CHECK_FALSE(tilenorm::nvrtc_assembles_clusters("12.0"));
+  CHECK_FALSE(tilenorm::nvrtc_assembles_clusters("11.8"));
+  CHECK_FALSE(tilenorm::nvrtc_assembles_clusters("garbage"));
+  // This NVRTC does, so a GPU with clusters keeps them.
+  CHECK(tilenorm::nvrtc_assembles_clusters(tilenorm::nvrtc_version()));
+}

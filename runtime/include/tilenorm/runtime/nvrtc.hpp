@@ -70,6 +70,11 @@ std::string target_arch(int compute_capability, std::string_view device, std::sp
 // The same, with this process's NVRTC.
 std::string target_arch(int compute_capability, std::string_view device);
 
+// Whether NVRTC `nvrtc_version` ("12.0") assembles the code of thread-block clusters' row
+// exchange (st.async, PTX ISA 8.1: NVRTC 12.1 or later). NVRTC 11.8 and 12.0 compile every
+// other kernel for sm_90 (checked with their PyPI builds, 2026-12-05).
+bool nvrtc_assembles_clusters(std::string_view nvrtc_version);
+
 // Why the driver may refuse NVRTC's cubins: where the CUDA version it supports (as
 // cuDriverGetVersion() reports it, 12040 for 12.4) is older than `nvrtc_version` ("13.0"), a
 // sentence that says so and what to do; else empty.
