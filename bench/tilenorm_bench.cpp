@@ -404,9 +404,9 @@ class CapturedGraph {
       throw;
     }
     driver::check(driver::api().cuStreamEndCapture(stream, &graph), "cuStreamEndCapture");
-    const CUresult instantiated = driver::api().cuGraphInstantiate(&exec_, graph, 0);
+    const CUresult instantiated = driver::api().cuGraphInstantiateWithFlags(&exec_, graph, 0);
     driver::api().cuGraphDestroy(graph);
-    driver::check(instantiated, "cuGraphInstantiate");
+    driver::check(instantiated, "cuGraphInstantiateWithFlags");
   }
   ~CapturedGraph() {
     if (exec_) driver::api().cuGraphExecDestroy(exec_);

@@ -435,7 +435,8 @@ TEST_CASE("backward: layer_norm_backward is bitwise deterministic and captures i
   tilenorm::layer_norm_backward(runtime, args, ws,
                                 reinterpret_cast<tilenorm::Stream>(stream.get()));
   driver::check(driver::api().cuStreamEndCapture(stream.get(), &graph), "cuStreamEndCapture");
-  driver::check(driver::api().cuGraphInstantiate(&exec, graph, 0), "cuGraphInstantiate");
+  driver::check(driver::api().cuGraphInstantiateWithFlags(&exec, graph, 0),
+                "cuGraphInstantiateWithFlags");
   driver::check(driver::api().cuGraphLaunch(exec, stream.get()), "cuGraphLaunch");
   stream.synchronize();
   std::vector<std::byte> replayed(bytes + 4 * n);

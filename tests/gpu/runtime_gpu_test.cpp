@@ -483,7 +483,7 @@ TEST_CASE("a launch captured into a CUDA graph replays correctly") {
                      {reinterpret_cast<float*>(b.rstd.get()), b.rows});
   driver::check(driver::api().cuStreamEndCapture(stream.get(), &graph), "end capture");
   CHECK(b.y_untouched());  // capturing ran nothing
-  driver::check(driver::api().cuGraphInstantiate(&exec, graph, 0), "instantiate");
+  driver::check(driver::api().cuGraphInstantiateWithFlags(&exec, graph, 0), "instantiate");
   driver::check(driver::api().cuGraphLaunch(exec, stream.get()), "graph launch");
   stream.synchronize();
   CHECK_FALSE(b.y_untouched());

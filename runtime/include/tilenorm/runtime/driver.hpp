@@ -29,9 +29,10 @@ class CudaError : public Error {
 };
 
 // Every entry point tilenorm uses. cuda.h #defines many of these names to versioned symbols
-// (cuMemAlloc -> cuMemAlloc_v2, cuGraphInstantiate -> cuGraphInstantiateWithFlags, ...); the
+// (cuMemAlloc -> cuMemAlloc_v2, cuStreamBeginCapture -> cuStreamBeginCapture_v2, ...); the
 // same macros rename the Api members, so `api().cuMemAlloc(...)` calls the symbol that cuda.h
-// declares, and the loader resolves that expanded name.
+// declares, and the loader resolves that expanded name. cuGraphInstantiateWithFlags is named
+// as such: cuGraphInstantiate takes other arguments in CUDA 11's headers.
 #define TILENORM_DRIVER_ENTRY_POINTS(X)          \
   X(cuInit)                                      \
   X(cuDriverGetVersion)                          \
@@ -76,7 +77,7 @@ class CudaError : public Error {
   X(cuGetErrorString)                            \
   X(cuStreamBeginCapture)                        \
   X(cuStreamEndCapture)                          \
-  X(cuGraphInstantiate)                          \
+  X(cuGraphInstantiateWithFlags)                 \
   X(cuGraphLaunch)                               \
   X(cuGraphExecDestroy)                          \
   X(cuGraphDestroy)                              \
