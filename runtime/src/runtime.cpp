@@ -512,9 +512,14 @@ struct Norm::State {
              std::to_string(runtime->limits.shared_memory_per_block);
     }
     if (spec.config.ctas_per_row > 1 && !runtime->limits.clusters()) {
+      if (runtime->info.cluster_launch && !nvrtc_assembles_clusters(nvrtc_version())) {
+        return "it splits rows across a thread-block cluster, whose row exchange NVRTC " +
+               nvrtc_version() + " cannot assemble (NVRTC 12.1 or later can)";
+      }
+      // (The limits' arch: another GPU's under RuntimeOptions::heuristic_device.)
       return "it splits rows across a thread-block cluster, which needs sm_90 or later; this "
              "device is " +
-             runtime->info.arch();
+             runtime->limits.arch();
     }
     if (spec.config.ctas_per_row > runtime->limits.cluster_ctas) {
       return "it splits rows across a cluster of " + std::to_string(spec.config.ctas_per_row) +
