@@ -124,6 +124,7 @@ struct Options {
   bool fold_partials = true;
   tn::PeeledRowShifts peeled_row_shifts = tn::PeeledRowShifts::automatic;
   tn::EarlyColumns early_columns = tn::EarlyColumns::automatic;
+  std::string heuristic_device;  // RuntimeOptions::heuristic_device
 
   std::int64_t stride_for(const Shape& shape) const { return row_stride ? row_stride : shape.n; }
 };
@@ -217,6 +218,12 @@ Options parse_options(const std::vector<std::string>& args) {
                  "whether one-CTA kernels in registers fetch their column parameters before the "
                  "row loop: auto (default), never or always (RuntimeOptions::early_columns)",
                  "WHEN");
+  std::string heuristic_device;
+  cli::add_value(app, "--heuristic-device", heuristic_device,
+                 "choose configurations as on this known GPU (A100, A10, L40S, H100, H200, B200, "
+                 "RTX5090) within this one's limits, without tuning databases "
+                 "(RuntimeOptions::heuristic_device)",
+                 "NAME");
   cli::parse(app, args);
 
   Options options;
@@ -225,6 +232,14 @@ Options parse_options(const std::vector<std::string>& args) {
   options.fold_partials = !no_fold;
   options.peeled_row_shifts = cli::parse_peeled_row_shifts("--row-shifts", row_shifts);
   options.early_columns = cli::parse_early_columns("--early-columns", early_columns);
+  if (!heuristic_device.empty()) {
+    try {
+      options.heuristic_device = tn::known_device(heuristic_device).name;
+    } catch (const tn::Error& e) {
+      throw tn::UsageError(std::string("--heuristic-device: ") + e.what());
+    }
+    options.use_tuning_database = false;
+  }
   options.json_path = json;
   try {
     options.dtype = tn::parse_dtype(dtype);
@@ -849,7 +864,11 @@ void print_header(const driver::DeviceInfo& info, const Options& options,
             << " samples, tuning database " << (options.use_tuning_database ? "on" : "off")
             << ", partial sums " << (options.fold_partials ? "folded" : "not folded")
             << ", peeled row shifts " << tn::peeled_row_shifts_name(options.peeled_row_shifts)
-            << ", early columns " << tn::early_columns_name(options.early_columns) << "\n"
+            << ", early columns " << tn::early_columns_name(options.early_columns)
+            << (options.heuristic_device.empty()
+                    ? std::string()
+                    : ", configurations as on " + options.heuristic_device)
+            << "\n"
             << std::fixed << std::setprecision(2) << "copy ceiling: " << ceiling.tbps
             << " TB/s (cuMemcpyDtoDAsync of 2 GiB, " << std::setprecision(1) << ceiling.median_us
             << " us median, bytes read + written)\n\n"
@@ -1007,6 +1026,9 @@ void write_json(const std::string& path, const driver::DeviceInfo& info, const O
       {"fold_partials", options.fold_partials},
       {"peeled_row_shifts", tn::peeled_row_shifts_name(options.peeled_row_shifts)},
       {"early_columns", tn::early_columns_name(options.early_columns)},
+      {"heuristic_device", options.heuristic_device.empty()
+                               ? nlohmann::json(nullptr)
+                               : nlohmann::json(options.heuristic_device)},
       {"copy_ceiling",
        {{"method", "cuMemcpyDtoDAsync"},
         {"bytes", ceiling.bytes},
@@ -1040,7 +1062,8 @@ int run(const Options& options) {
                        .use_tuning_database = options.use_tuning_database,
                        .fold_partials = options.fold_partials,
                        .peeled_row_shifts = options.peeled_row_shifts,
-                       .early_columns = options.early_columns});
+                       .early_columns = options.early_columns,
+                       .heuristic_device = options.heuristic_device});
   std::int64_t max_elements = 0;
   for (const Shape& shape : options.shapes)
     max_elements = std::max(max_elements, shape.m * shape.n);
