@@ -13,6 +13,7 @@
 
 #include "dyt.hpp"
 #include "gemma_rms_norm.hpp"
+#include "quick_mode.hpp"
 #include "tilenorm/runtime/check.hpp"
 #include "tilenorm/runtime/driver.hpp"
 
@@ -20,11 +21,6 @@ namespace {
 
 using tilenorm::DType;
 namespace driver = tilenorm::driver;
-
-bool quick() {
-  const char* mode = std::getenv("TILENORM_GPU_TESTS");
-  return mode && std::string(mode) == "quick";
-}
 
 tilenorm::Runtime& backward_runtime() {
   static tilenorm::Runtime runtime(

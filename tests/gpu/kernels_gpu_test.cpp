@@ -13,6 +13,7 @@
 
 #include "four_reductions.hpp"
 #include "gemma_rms_norm.hpp"
+#include "quick_mode.hpp"
 #include "tilenorm/runtime/check.hpp"
 #include "tilenorm/runtime/driver.hpp"
 #include "tilenorm/runtime/heuristics.hpp"
@@ -42,11 +43,6 @@ struct Layout {
 // as do contiguous rows whose N is not a multiple of the vector width.
 const Layout kLayouts[] = {
     {"contiguous", 0, 0}, {"strided", 24, 0}, {"odd stride", 1, 0}, {"offset", 3, 1}};
-
-bool quick() {
-  const char* mode = std::getenv("TILENORM_GPU_TESTS");
-  return mode && std::string(mode) == "quick";
-}
 
 tilenorm::Runtime& shared_runtime() {
   static tilenorm::Runtime runtime(

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "quick_mode.hpp"
 #include "tilenorm/dsl/autodiff.hpp"
 #include "tilenorm/kernels/programs.hpp"
 #include "tilenorm/runtime/check.hpp"
@@ -21,11 +22,6 @@ namespace {
 
 using tilenorm::DType;
 namespace driver = tilenorm::driver;
-
-bool quick() {
-  const char* mode = std::getenv("TILENORM_GPU_TESTS");
-  return mode && std::string(mode) == "quick";
-}
 
 struct Shape {
   DType dtype;
