@@ -15,7 +15,6 @@
 #include "tilenorm/runtime/check.hpp"
 #include "tilenorm/runtime/driver.hpp"
 #include "tilenorm/runtime/heuristics.hpp"
-#include "tilenorm/runtime/nvrtc.hpp"
 #include "tilenorm/runtime/runtime.hpp"
 #include "tilenorm/runtime/stats.hpp"
 #include "tilenorm/runtime/timing.hpp"
@@ -231,14 +230,14 @@ std::optional<std::string> compile_problem(const LoweredProgram& program, const 
 }
 
 // Compiles every configuration through the disk cache on a thread pool (NVRTC is thread-safe),
-// so the launches that follow load CUBINs instead of compiling one at a time.
+// so the launches that follow load CUBINs instead of compiling one at a time; for `arch`, the
+// runtime's target (Runtime::arch()).
 std::vector<std::optional<std::string>> compile_all(
     const LoweredProgram& program, const TuneShape& shape, const std::vector<KernelConfig>& configs,
     const KernelConfig& heuristic, const driver::DeviceInfo& device, const DeviceLimits& limits,
-    unsigned threads, Progress& progress) {
+    const std::string& arch, unsigned threads, Progress& progress) {
   std::vector<std::optional<std::string>> problems(configs.size());
   const std::string stage = "compiling " + shape_name(shape);
-  const std::string arch = target_arch(device.compute_capability(), device.label());
   std::atomic<std::size_t> next{0};
   auto work = [&] {
     for (std::size_t i = next++; i < configs.size(); i = next++) {
@@ -444,7 +443,7 @@ ShapeOutcome tune_shape(Runtime& runtime, const Plan& plan, const Session& sessi
     if (!plan.heuristic_in_space) configs.push_back(plan.heuristic);
     const std::vector<std::optional<std::string>> compile_problems =
         compile_all(norm.lowered(), shape, configs, plan.heuristic, session.info, session.limits,
-                    session.compile_threads, progress);
+                    runtime.arch(), session.compile_threads, progress);
 
     // Check every compiled configuration once per shape, before any of its times count.
     std::vector<CandidateFailure> failures;
