@@ -2146,7 +2146,9 @@ TEST_CASE("codegen: long column partial sums live in shared memory, short ones i
 }
 
 TEST_CASE("codegen: column partial sums stay in registers where the device cannot hold them") {
-  const auto& program = lowered("layer_norm_backward");  // dweight and dbias
+  const std::string backward_name = "layer_norm_backward";  // dweight and dbias
+  // (A named string: g++ 13 takes a reference bound through a temporary argument for dangling.)
+  const LoweredProgram& program = lowered(backward_name);
   // One CTA of 1024 threads re-reading N = 16384: 2 x 16384 x 4 bytes of partial sums.
   const KernelSpec spec{DType::bf16, DType::bf16, 16384, config(1024, 1, 8, RowStorage::global)};
   CHECK(tilenorm::shared_partials_bytes(program, spec) == 131072);
