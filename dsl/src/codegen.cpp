@@ -9,6 +9,7 @@
 #include <set>
 #include <sstream>
 
+#include "codegen_exchange.hpp"
 #include "codegen_sm90.hpp"
 #include "tilenorm/dsl/error.hpp"
 #include "tilenorm/dsl/ops.hpp"
@@ -17,8 +18,9 @@
 namespace tilenorm {
 
 namespace codegen {
-extern const char* const kDevicePrelude;      // generated from dsl/prelude at build time
-extern const char* const kDevicePreludeSm90;  // likewise
+extern const char* const kDevicePrelude;          // generated from dsl/prelude at build time
+extern const char* const kDevicePreludeSm90;      // likewise
+extern const char* const kDevicePreludeExchange;  // likewise
 }  // namespace codegen
 
 std::string_view device_prelude() {
@@ -26,6 +28,9 @@ std::string_view device_prelude() {
 }
 std::string_view device_prelude_sm90() {
   return codegen::kDevicePreludeSm90;
+}
+std::string_view device_prelude_exchange() {
+  return codegen::kDevicePreludeExchange;
 }
 
 std::string_view row_storage_name(RowStorage storage) {
@@ -488,6 +493,7 @@ class Emitter {
     runs_ = shared_partials_ ? partial_run_width(lp, spec) : 1;
     column_stash_ = column_stash_bytes(lp, spec) > 0;
     clustered_ = spec.config.ctas_per_row > 1;
+    global_exchange_ = clustered_ && spec.global_exchange;
     persistent_ = persistent_kernel(lp, spec);
     block_index_ = clustered_ ? "tn_cluster" : "blockIdx.x";
     block_count_ = clustered_ ? "tn_clusters" : "gridDim.x";
@@ -522,6 +528,13 @@ class Emitter {
     k.persistent = persistent_;
     k.shift_per_row = spec_.shift_per_row;
     k.early_columns = spec_.early_columns;
+    k.global_exchange = global_exchange_;
+    if (global_exchange_ && !lp_.reduction_phases.empty()) {
+      k.exchange_floats_per_cluster = codegen_exchange::exchange_floats_per_cluster(
+          spec_.config.ctas_per_row, spec_.config.rows_per_cta, max_state_floats_per_phase(lp_),
+          exchange_buffers());
+      k.exchange_counts = exchange_buffers();
+    }
     k.min_ctas_per_sm = min_ctas_per_sm(k.threads_per_block);
     // Kernels that sum across rows on one CTA per row unpack 16-bit types element by element
     // (measured for bf16; fp16 follows it): with the word-wise unpacking ptxas gave them other
@@ -535,7 +548,11 @@ class Emitter {
     // LayerNorm N = 32768 on 8 x 64 threads 82.7 against 88.7, N = 65536 83.8 against 88.9).
     if (clustered_) out_ << "#define TN_FP16_UNPACK_ASM 0\n";
     out_ << device_prelude() << "\n";
-    if (clustered_) out_ << device_prelude_sm90() << "\n";
+    if (global_exchange_) {
+      out_ << device_prelude_exchange() << "\n";
+    } else if (clustered_) {
+      out_ << device_prelude_sm90() << "\n";
+    }
     // Only the fold needs the sm_90 prelude here; older targets take the generic fold.
     if (folds_) {
       out_ << "#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900\n"
@@ -547,7 +564,8 @@ class Emitter {
     // The last iteration started copies of a row block past the end (zeros): no copy may
     // still be writing this CTA's shared memory when it exits.
     if (staging()) out_ << "  tn::wait_async_copies();\n";
-    const bool exchanges = clustered_ && !lp_.reduction_phases.empty();
+    // A software cluster's CTAs hold nothing a peer reads after they exit.
+    const bool exchanges = clustered_ && !global_exchange_ && !lp_.reduction_phases.empty();
     if (exchanges) codegen_sm90::emit_exit_arrive(out_);
     emit_partials();
     if (exchanges) codegen_sm90::emit_exit_wait(out_);
@@ -657,6 +675,7 @@ class Emitter {
   // ---- Names.
   // The one thread that writes a row's scalar results (every CTA of a cluster has them).
   std::string first_of_row() const {
+    if (global_exchange_) return "lane == 0 && tn_rank == 0";
     return clustered_ ? "lane == 0 && tn::cluster_rank() == 0" : "lane == 0";
   }
   std::string ref(NodeId id) const {
@@ -716,10 +735,16 @@ class Emitter {
          << (spec_.partials_in_registers && plan_.column_partials > 0
                  ? ", column partial sums in registers (the device's shared memory)"
                  : "")
+         << (global_exchange_ ? ", a software cluster (row totals exchanged in global memory)" : "")
          << "\n";
-    if (clustered_)
+    if (global_exchange_) {
+      out_ << "// Launch " << k.name << " cooperatively (every CTA resident), on a grid that is a\n"
+           << "// multiple of " << c.ctas_per_row
+           << " CTAs: consecutive CTAs split each row, exchanging totals in tn_exchange.\n";
+    } else if (clustered_) {
       out_ << "// Launch " << k.name << " with clusters of " << c.ctas_per_row
            << " CTAs along x (sm_90 or later); its grid is a multiple of that.\n";
+    }
     ParamList params{k.params};
     for (std::size_t i = 0; i < p_.slots.size(); ++i) {
       const ir::Slot& s = p_.slots[i];
@@ -750,6 +775,8 @@ class Emitter {
       params.add(ParamKind::workspace, -1, "float* __restrict__ tn_workspace");
       params.add(ParamKind::partial_rows, -1, "long long tn_partial_rows");
     }
+    if (global_exchange_ && !lp_.reduction_phases.empty())
+      params.add(ParamKind::exchange, -1, "float* tn_exchange");
     // The runtime defines TILENORM_MIN_CTAS_PER_SM where a few registers keep another CTA off
     // each SM (compile_for_occupancy). Otherwise the generator's own request, if any: ptxas
     // allocates differently with an explicit minimum of 1 than with none.
@@ -812,9 +839,12 @@ class Emitter {
          << "  const int lane = threadIdx.x % TPR;\n"
          << "  const int row_in_cta = threadIdx.x / TPR;\n";
     if (clustered_) {
-      codegen_sm90::emit_prologue(
-          out_, c.ctas_per_row, lp_.reduction_phases.empty() ? 0 : max_state_floats_per_phase(lp_),
-          pipelined() ? 4 : 2);
+      const std::size_t floats = lp_.reduction_phases.empty() ? 0 : max_state_floats_per_phase(lp_);
+      if (global_exchange_) {
+        codegen_exchange::emit_prologue(out_, c.ctas_per_row, floats, exchange_buffers());
+      } else {
+        codegen_sm90::emit_prologue(out_, c.ctas_per_row, floats, exchange_buffers());
+      }
     }
     if (storage_ == RowStorage::shared || storage_ == RowStorage::staged || shared_partials_ ||
         column_stash_)
@@ -1149,8 +1179,7 @@ class Emitter {
     emit_row_scalars(-1);
     for (NodeId r : reductions)
       out_ << "  " << (is_comoment(r) ? "tn::Comoment" : "float") << " acc" << r << ";\n";
-    codegen_sm90::emit_exchange_combine(out_, cluster_reductions(reductions),
-                                        spec_.config.rows_per_cta);
+    emit_exchange_combine(cluster_reductions(reductions));
     emit_reduction_values(phase);
     emit_row_scalars(0);
     emit_pass(-1);
@@ -1770,11 +1799,28 @@ class Emitter {
       if (geo_.warps_per_row == 1 && spec_.config.rows_per_cta > 1)
         out_ << "  __syncthreads();  // every row group has read its earlier exchanges\n";
       const auto exchanged = cluster_reductions(reductions);
-      codegen_sm90::emit_exchange_push(out_, exchanged, spec_.config.rows_per_cta);
+      emit_exchange_push(exchanged);
       if (defer_exchange_) return;  // a pipelined kernel combines it one row block later
-      codegen_sm90::emit_exchange_combine(out_, exchanged, spec_.config.rows_per_cta);
+      emit_exchange_combine(exchanged);
     }
     emit_reduction_values(phase);
+  }
+
+  // Exchange buffers: two, four where a pipelined kernel pushes one exchange ahead.
+  int exchange_buffers() const { return pipelined() ? 4 : 2; }
+  void emit_exchange_push(const std::vector<codegen_sm90::ClusterReduction>& exchanged) {
+    if (global_exchange_) {
+      codegen_exchange::emit_exchange_push(out_, exchanged, spec_.config.rows_per_cta);
+    } else {
+      codegen_sm90::emit_exchange_push(out_, exchanged, spec_.config.rows_per_cta);
+    }
+  }
+  void emit_exchange_combine(const std::vector<codegen_sm90::ClusterReduction>& exchanged) {
+    if (global_exchange_) {
+      codegen_exchange::emit_exchange_combine(out_, exchanged, spec_.config.rows_per_cta);
+    } else {
+      codegen_sm90::emit_exchange_combine(out_, exchanged, spec_.config.rows_per_cta);
+    }
   }
 
   std::vector<codegen_sm90::ClusterReduction> cluster_reductions(
@@ -2143,6 +2189,7 @@ class Emitter {
   int runs_ = 1;                  // their slots per shared-memory access (partial_run_width)
   bool column_stash_ = false;     // column parameters copied to shared memory once per CTA
   bool clustered_ = false;        // a cluster of CTAs splits each row
+  bool global_exchange_ = false;  // a software cluster (KernelSpec::global_exchange)
   std::string block_index_;       // this CTA's (or cluster's) first row block
   std::string block_count_;       // the stride between its row blocks
   std::vector<bool> stashed_;
@@ -2199,6 +2246,11 @@ std::optional<std::string> config_problem(const LoweredProgram& lp, const Kernel
   if (spec.peel_rows && storage == RowStorage::staged) {
     return "peel_rows (rows that start misaligned) cannot stage rows: cp.async copies aligned "
            "chunks, and a peeled row's head and tail are not";
+  }
+  if (spec.global_exchange && (c.ctas_per_row == 1 || !plan_kernels(lp).needs_finish())) {
+    return "global_exchange (a software cluster) needs ctas_per_row > 1 and a program that sums "
+           "across rows (its exchange lives in the workspace), got ctas_per_row " +
+           std::to_string(c.ctas_per_row);
   }
   if (storage == RowStorage::staged && c.ctas_per_row > 1) {
     return "staged rows are not supported on a cluster (ctas_per_row " +

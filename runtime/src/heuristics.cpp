@@ -74,6 +74,10 @@ constexpr int kTwoPhaseLongPrefetchThreads = 32;
 // measured limit: on the H200, the one device measured, they take at most 27% of its 60 MiB
 // (see rereading_one_cta).
 constexpr std::size_t kRereadL2Share = 2;
+// Backward rows from which a GPU without clusters splits them across a software cluster: where
+// one CTA of 1024 threads holds four or more vectors per thread, and ptxas (NVRTC 13.0, sm_80
+// and sm_86) spilled its column partial sums (bf16 N = 32768: LayerNorm 1568 bytes per thread).
+constexpr std::int64_t kSoftwareClusterRowVectors = 4096;
 constexpr std::size_t kMiB = std::size_t{1} << 20;
 
 // Whether a backward reads the forward's saved statistics (RowScalar inputs), rather than
@@ -145,6 +149,10 @@ DeviceLimits emulated_limits(const DeviceLimits& other, const DeviceLimits& actu
 
 KernelSpec fit_shared_memory(const LoweredProgram& program, KernelSpec spec,
                              const DeviceLimits& limits) {
+  // A row split wider than the device's clusters runs as a software cluster, where the program
+  // has a workspace to exchange in.
+  spec.global_exchange =
+      spec.config.ctas_per_row > limits.cluster_ctas && plan_kernels(program).needs_finish();
   if (shared_partials_bytes(program, spec) <= limits.shared_memory_per_block) return spec;
   KernelSpec in_registers = spec;
   in_registers.partials_in_registers = true;
@@ -574,8 +582,17 @@ struct Rows {
     // registers; 65536 M = 1024 on 16 x 128 48.8% against 44.8%; 131072 M = 512 on 16 x 256 41.0%
     // against 38.0%; 262144 M = 256 on 16 x 512 31.7% against 29.4%; recomputing, N = 32768 on
     // 8 x 128 52.9% against 48.1% on 4 x 256, 65536 46.0% either way).
-    if (limits.clusters() &&
-        (cluster_backward || cluster_forward || peeled_long_forward || peeled_cluster_backward)) {
+    // Without thread-block clusters, a backward row of kSoftwareClusterRowVectors or more splits
+    // across a software cluster of as many CTAs as a hardware one would take, exchanging its
+    // totals in global memory (KernelSpec::global_exchange). Not measured (no such GPU here):
+    // on one CTA of 1024 threads those rows' column partial sums spill, 0.8-22 KiB per thread
+    // for NVRTC 13.0 at N = 65536-262144 (docs/portability.md).
+    const bool software_cluster = !limits.clusters() &&
+                                  (cluster_backward || peeled_cluster_backward) &&
+                                  chunks >= kSoftwareClusterRowVectors;
+    if (software_cluster ||
+        (limits.clusters() &&
+         (cluster_backward || cluster_forward || peeled_long_forward || peeled_cluster_backward))) {
       // A co-moment forward keeps half the slice too (thirteenth session, tilenorm-tune
       // --show-candidates, bf16: LayerNorm N = 32768, M = 2048, on 8 x 128 threads 84.3% against
       // 79.1% on 4 x 256; 65536 on 16 x 128 84.9% against 84.2% on 8 x 256).
@@ -595,7 +612,8 @@ struct Rows {
       // 131072 on 16 x 256 87.4% against 84.3% on 8 x 512; 262144 already took 16).
       // The largest cluster the device runs (16 CTAs on the H200; 8 where only the portable
       // size runs).
-      const int most_ctas = std::min(kMaxClusterCtas, limits.cluster_ctas);
+      const int most_ctas =
+          software_cluster ? kMaxClusterCtas : std::min(kMaxClusterCtas, limits.cluster_ctas);
       int ctas = cluster_forward && !comoments ? most_ctas
                  : peeled_long_forward         ? 2
                  : peeled_cluster_backward     ? 4

@@ -205,18 +205,24 @@ bool aligned(const void* p, std::size_t bytes) {
 
 }  // namespace
 
-// The main kernel's launch: plain, or with clusters of `ctas` CTAs along x.
+// The main kernel's launch: plain, with clusters of `ctas` CTAs along x, or cooperative (every
+// CTA resident at once, which software clusters wait on).
 CUresult launch_kernel(CUfunction function, unsigned grid, unsigned threads, unsigned shared_bytes,
-                       int ctas, CUstream stream, void** params) {
-  if (ctas == 1) {
+                       int ctas, bool cooperative, CUstream stream, void** params) {
+  if (ctas == 1 && !cooperative) {
     return driver::api().cuLaunchKernel(function, grid, 1, 1, threads, 1, 1, shared_bytes, stream,
                                         params, nullptr);
   }
   CUlaunchAttribute cluster{};
-  cluster.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-  cluster.value.clusterDim.x = static_cast<unsigned>(ctas);
-  cluster.value.clusterDim.y = 1;
-  cluster.value.clusterDim.z = 1;
+  if (cooperative) {
+    cluster.id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
+    cluster.value.cooperative = 1;
+  } else {
+    cluster.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    cluster.value.clusterDim.x = static_cast<unsigned>(ctas);
+    cluster.value.clusterDim.y = 1;
+    cluster.value.clusterDim.z = 1;
+  }
   CUlaunchConfig config{};
   config.gridDimX = grid;
   config.gridDimY = config.gridDimZ = 1;
@@ -511,6 +517,7 @@ struct Norm::State {
       return "it needs " + std::to_string(smem) + " bytes of shared memory; the device allows " +
              std::to_string(runtime->limits.shared_memory_per_block);
     }
+    if (spec.global_exchange) return std::nullopt;  // a software cluster runs anywhere
     if (spec.config.ctas_per_row > 1 && !runtime->limits.clusters()) {
       if (runtime->info.cluster_launch && !nvrtc_assembles_clusters(nvrtc_version())) {
         return "it splits rows across a thread-block cluster, whose row exchange NVRTC " +
@@ -677,13 +684,14 @@ struct Norm::State {
   // CTAs per SM times SMs.
   int resident_row_blocks(const LoadedKernel& k) const {
     const GeneratedKernel& g = k.generated;
-    if (g.ctas_per_row == 1) {
+    // A software cluster is any ctas_per_row consecutive CTAs: whole ones of those resident.
+    if (g.ctas_per_row == 1 || g.global_exchange) {
       driver::ScopedContext scope(runtime->context);
       int per_sm = 0;
       driver::check(driver::api().cuOccupancyMaxActiveBlocksPerMultiprocessor(
                         &per_sm, k.function, g.threads_per_block, g.dynamic_shared_bytes),
                     "cuOccupancyMaxActiveBlocksPerMultiprocessor for " + g.name);
-      return std::max(1, per_sm) * runtime->limits.multiprocessors;
+      return std::max(1, per_sm) * runtime->limits.multiprocessors / g.ctas_per_row;
     }
     const int clusters = resident_clusters(k, g.ctas_per_row);
     if (clusters < 1) {
@@ -761,8 +769,19 @@ struct Norm::State {
   static std::int64_t partial_rows_for(const LoadedKernel& k, MainGrid grid) {
     return grid.ctas / k.generated.ctas_per_row / grid.fold * k.generated.partials_per_cta;
   }
+  // A software cluster's exchange follows the partial rows, 16-byte aligned.
+  static std::size_t exchange_offset_floats(const LoadedKernel& k, MainGrid grid,
+                                            std::int64_t cols) {
+    const std::size_t partials = k.generated.plan.workspace_floats(partial_rows_for(k, grid), cols);
+    return (partials + 3) / 4 * 4;
+  }
   static std::size_t workspace_for(const LoadedKernel& k, MainGrid grid, std::int64_t cols) {
-    return k.generated.plan.workspace_floats(partial_rows_for(k, grid), cols) * sizeof(float);
+    if (k.generated.exchange_floats_per_cluster == 0)
+      return k.generated.plan.workspace_floats(partial_rows_for(k, grid), cols) * sizeof(float);
+    const auto clusters = static_cast<std::size_t>(grid.ctas / k.generated.ctas_per_row);
+    return (exchange_offset_floats(k, grid, cols) +
+            clusters * k.generated.exchange_floats_per_cluster) *
+           sizeof(float);
   }
 
   std::size_t workspace_bytes(KernelArgs args, const KernelConfig* forced) const {
@@ -804,6 +823,8 @@ struct Norm::State {
     if (needed > 0 && !aligned(workspace.data, 16)) fail("the workspace must be 16-byte aligned");
     if (needed > 0) refuse_shared_workspace(args, workspace, needed);
     const long long partial_rows = partial_rows_for(k, grid);
+    const CUdeviceptr exchange_offset =
+        exchange_offset_floats(k, grid, shape.cols) * sizeof(float);
 
     union Value {
       CUdeviceptr pointer;
@@ -838,17 +859,32 @@ struct Norm::State {
           case ParamKind::partial_rows:
             v.integer = partial_rows;
             break;
+          case ParamKind::exchange:
+            v.pointer = address(workspace.data) + exchange_offset;
+            break;
         }
         pointers[i] = &v;
       }
     };
     driver::ScopedContext scope(runtime->context);
     fill(k.generated.params);
-    const CUresult launched = launch_kernel(k.function, static_cast<unsigned>(grid.ctas),
-                                            static_cast<unsigned>(k.generated.threads_per_block),
-                                            static_cast<unsigned>(k.generated.dynamic_shared_bytes),
-                                            k.generated.ctas_per_row * grid.fold,
-                                            reinterpret_cast<CUstream>(stream), pointers.data());
+    const auto cu_stream = reinterpret_cast<CUstream>(stream);
+    if (k.generated.exchange_counts > 0) {
+      // The arrival counts start at zero in every launch (a memset node in a captured graph).
+      const auto clusters = static_cast<std::size_t>(grid.ctas / k.generated.ctas_per_row);
+      driver::check(driver::api().cuMemsetD8Async(
+                        address(workspace.data) + exchange_offset, 0,
+                        clusters * static_cast<std::size_t>(k.generated.exchange_counts) *
+                            sizeof(std::uint32_t),
+                        cu_stream),
+                    "cuMemsetD8Async (the exchange counts of " + k.generated.name + ")");
+    }
+    const CUresult launched = launch_kernel(
+        k.function, static_cast<unsigned>(grid.ctas),
+        static_cast<unsigned>(k.generated.threads_per_block),
+        static_cast<unsigned>(k.generated.dynamic_shared_bytes),
+        k.generated.global_exchange ? 1 : k.generated.ctas_per_row * grid.fold,
+        k.generated.global_exchange, cu_stream, pointers.data());
     if (launched != CUDA_SUCCESS) driver::check(launched, "cuLaunchKernel " + k.generated.name);
     if (!k.generated.finish) return;
     fill(k.generated.finish->params);

@@ -1397,8 +1397,21 @@ TEST_CASE("codegen: with clusters, the heuristic splits long rows") {
   }));
   REQUIRE(two_phases.reduction_phases.size() == 2);
   CHECK(heuristic_spec(two_phases, DType::bf16, 65536).config.ctas_per_row == 1);
+  // Without thread-block clusters (A100) a long backward row splits across a software cluster
+  // of as many CTAs, which exchanges its totals in global memory; forwards keep one CTA.
   const auto a100 = tilenorm::known_device("A100");
-  CHECK(heuristic_spec(program, DType::bf16, 65536, a100).config.ctas_per_row == 1);
+  const KernelSpec software =
+      tilenorm::fit_shared_memory(program, heuristic_spec(program, DType::bf16, 65536, a100), a100);
+  CHECK(software.config.ctas_per_row == 16);
+  CHECK(software.global_exchange);
+  CHECK_FALSE(tilenorm::config_problem(program, software).has_value());
+  // Below 4096 vectors, one CTA (bf16 N = 16384).
+  CHECK(heuristic_spec(program, DType::bf16, 16384, a100).config.ctas_per_row == 1);
+  CHECK(heuristic_spec(lowered("rms_norm"), DType::bf16, 65536, a100).config.ctas_per_row == 1);
+  // On the H200 the same row takes a hardware cluster.
+  CHECK_FALSE(tilenorm::fit_shared_memory(program, heuristic_spec(program, DType::bf16, 65536),
+                                          tilenorm::DeviceLimits::hopper())
+                  .global_exchange);
 }
 
 TEST_CASE(
@@ -1669,7 +1682,9 @@ TEST_CASE("codegen: the heuristic keeps rows in registers, then shared memory, t
   CHECK(unstaged.vec == 1);
   CHECK(unstaged.row_storage != static_cast<int>(RowStorage::staged));
   CHECK_FALSE(tilenorm::config_problem(ln_backward, {DType::bf16, DType::bf16, 8192, unstaged}));
-  CHECK(backward_storage("layer_norm_backward", DType::f32, 32768) == RowStorage::global);
+  // Longer backward rows split across a software cluster instead (see "with clusters").
+  CHECK(heuristic_spec(lowered("layer_norm_backward"), DType::f32, 32768, h200_without_clusters)
+            .config.ctas_per_row > 1);
   // Without sums across rows, only cluster kernels prefetch, even for short rows.
   CHECK(backward_storage("rms_norm_no_weight_backward", DType::bf16, 128) == RowStorage::registers);
   for (const auto& name : builtin_names()) {
@@ -2083,6 +2098,13 @@ TEST_CASE("codegen: every built-in kernel compiles for the other supported archi
       // (Clusters of at most 8 leave this row's co-moment slices too long: one CTA re-reads it.)
       CHECK(per_row.shift_per_row == (limits.cluster_ctas == 16));
       jobs.push_back({"layer_norm", arch, per_row});
+    } else {
+      // Without clusters, long backward rows on software clusters (global-memory exchange).
+      for (const char* name : {"layer_norm_backward", "rms_norm_backward_recompute"}) {
+        const KernelSpec software = device_spec(name, DType::bf16, 65536, limits);
+        CHECK(software.global_exchange);
+        jobs.push_back({name, arch, software});
+      }
     }
   }
   const auto results = compile_all(jobs);
@@ -2093,10 +2115,12 @@ TEST_CASE("codegen: every built-in kernel compiles for the other supported archi
     CHECK(results[i].registers > 0);
     CHECK(results[i].cubin_bytes > 0);
     const tilenorm::DeviceLimits& limits = tilenorm::limits_for_arch(job.arch);
-    CHECK(job.spec.config.ctas_per_row <= limits.cluster_ctas);
+    CHECK((job.spec.config.ctas_per_row <= limits.cluster_ctas || job.spec.global_exchange));
     CHECK(tilenorm::dynamic_shared_memory_bytes(lowered(job.kernel), job.spec) <=
           limits.shared_memory_per_block);
-    if (job.spec.n <= 8192) {
+    // Software clusters keep their slices and partial sums without spilling, where one CTA per
+    // row spilled 0.8-5.4 KiB per thread at this N.
+    if (job.spec.n <= 8192 || job.spec.global_exchange) {
       CHECK(results[i].spill_bytes == 0);
     } else if (results[i].spill_bytes > 0) {
       // Known (reported): ptxas for Blackwell spills a few bytes in some long-row kernels.
@@ -2551,4 +2575,42 @@ TEST_CASE("codegen: peeled kernels compile for sm_90 without spilling") {
     CHECK(results[i].registers > 0);
     CHECK(results[i].spill_bytes == 0);
   }
+}
+
+TEST_CASE("codegen: a software cluster exchanges row totals in global memory") {
+  const LoweredProgram& program = lowered("layer_norm_backward");
+  KernelSpec spec{
+      DType::bf16, DType::bf16, 65536, {128, 1, 8, static_cast<int>(RowStorage::prefetched), 16}};
+  spec.global_exchange = true;
+  const tilenorm::GeneratedKernel software = tilenorm::generate_cuda(program, spec);
+  CHECK(software.global_exchange);
+  // No thread-block cluster instruction: it runs before sm_90.
+  CHECK_FALSE(contains(software.source, "cluster_rank()"));
+  CHECK_FALSE(contains(software.source, "barrier.cluster"));
+  CHECK(contains(software.source, "tn::add_release(&tn_exchange_counts[buffer], 1u);"));
+  CHECK(contains(software.source, "tn::exchange_wait_count("));
+  CHECK(contains(software.source, "if (gridDim.x % CLUSTER != 0) __trap();"));
+  CHECK(contains(software.source, "a software cluster (row totals exchanged in global memory)"));
+  CHECK(software.params.back().kind == tilenorm::ParamKind::exchange);
+  // Two buffers, each an arrival count and its slots: one row group, 16 ranks, and the floats
+  // of the phase's state (LayerNorm's backward: its two sums).
+  CHECK(contains(software.source, "constexpr int EXCHANGE_SLOTS = RPC * 2 * CLUSTER;"));
+  CHECK(software.exchange_counts == 2);
+  CHECK(software.exchange_floats_per_cluster == 2 * (1 + 2 * 16));
+  // The hardware cluster's kernel of the same configuration has neither.
+  spec.global_exchange = false;
+  const tilenorm::GeneratedKernel hardware = tilenorm::generate_cuda(program, spec);
+  CHECK(contains(hardware.source, "cluster_rank()"));
+  CHECK(hardware.exchange_floats_per_cluster == 0);
+  CHECK(hardware.params.back().kind != tilenorm::ParamKind::exchange);
+  // A software cluster needs a split row and a workspace.
+  spec.global_exchange = true;
+  spec.config.ctas_per_row = 1;
+  CHECK(tilenorm::config_problem(program, spec) ==
+        "global_exchange (a software cluster) needs ctas_per_row > 1 and a program that sums "
+        "across rows (its exchange lives in the workspace), got ctas_per_row 1");
+  KernelSpec forward{
+      DType::bf16, DType::bf16, 65536, {256, 1, 8, static_cast<int>(RowStorage::prefetched), 16}};
+  forward.global_exchange = true;
+  CHECK(tilenorm::config_problem(lowered("layer_norm"), forward).has_value());
 }

@@ -100,6 +100,12 @@ struct KernelSpec {
   // fit_shared_memory in the runtime), at the cost of registers (ptxas spills what does not
   // fit). Part of the generated code's identity.
   bool partials_in_registers = false;
+  // The CTAs that split a row (config.ctas_per_row > 1) are a software cluster: consecutive
+  // CTAs of a cooperative launch that exchange row totals through global memory (the
+  // exchange parameter), for a device without thread-block clusters of that size (see
+  // fit_shared_memory in the runtime). Only kernels with a finishing kernel (a workspace).
+  // Part of the generated code's identity.
+  bool global_exchange = false;
 };
 
 // Whether `spec` may take KernelSpec::early_columns (whatever it holds now): aligned rows of
@@ -158,6 +164,7 @@ enum class ParamKind {
   rows,          // M
   workspace,     // float*: the cross-row partial sums
   partial_rows,  // how many partial rows the workspace holds per reduction (grid * RPC)
+  exchange,      // float*: a software cluster's exchange (GeneratedKernel::exchange_floats)
 };
 struct KernelParam {
   ParamKind kind;
@@ -218,6 +225,14 @@ struct GeneratedKernel {
   bool shift_per_row = false;
   // The column parameters are fetched before the row loop (KernelSpec::early_columns).
   bool early_columns = false;
+  // A software cluster (KernelSpec::global_exchange): launch it cooperatively, without
+  // clusters, on a grid of whole clusters. Its exchange parameter points to
+  // exchange_floats_per_cluster floats per cluster (16-byte aligned, past the workspace's
+  // partial rows), whose first exchange_counts 32-bit words per cluster (the arrival counts,
+  // all clusters' first) are zeroed before every launch.
+  bool global_exchange = false;
+  std::size_t exchange_floats_per_cluster = 0;
+  int exchange_counts = 0;
   // The CTAs per SM the generator asks ptxas to fit (staged rows), or 0.
   int min_ctas_per_sm = 0;
 };
@@ -229,5 +244,8 @@ GeneratedKernel generate_cuda(const LoweredProgram& program, const KernelSpec& s
 std::string_view device_prelude();
 // The sm_90 prelude (dsl/prelude/tilenorm_prelude_sm90.cuh), included by cluster kernels only.
 std::string_view device_prelude_sm90();
+// The software clusters' prelude (dsl/prelude/tilenorm_prelude_exchange.cuh), included by
+// kernels with KernelSpec::global_exchange only.
+std::string_view device_prelude_exchange();
 
 }  // namespace tilenorm

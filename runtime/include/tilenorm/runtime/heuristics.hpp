@@ -35,10 +35,12 @@ struct DeviceLimits {
 // guide), the portable 8 elsewhere (sm_120 among them).
 int most_cluster_ctas(int major);
 
-// `spec` as a device with `limits` can run it: where the kernel's column partial sums alone
-// would take more shared memory than the device has per CTA (their 128 KiB at most fit sm_80,
-// sm_90 and sm_100 but not the 99 KiB of sm_86, sm_89 and sm_120), they stay in registers
-// (KernelSpec::partials_in_registers), if the kernel then fits. Otherwise `spec` unchanged.
+// `spec` as a device with `limits` can run it: a row split across more CTAs than the device's
+// clusters hold is a software cluster (KernelSpec::global_exchange), where the program sums
+// across rows; and where the kernel's column partial sums alone would take more shared memory
+// than the device has per CTA (their 128 KiB at most fit sm_80, sm_90 and sm_100 but not the
+// 99 KiB of sm_86, sm_89 and sm_120), they stay in registers (KernelSpec::partials_in_registers),
+// if the kernel then fits.
 KernelSpec fit_shared_memory(const LoweredProgram& program, KernelSpec spec,
                              const DeviceLimits& limits);
 
