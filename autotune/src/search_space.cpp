@@ -122,10 +122,9 @@ std::optional<PrunedCandidate> prune(const Context& context, const KernelConfig&
                       " (the runtime narrows vec itself for misaligned pointers)");
   }
   const std::int64_t vectors_per_row = ceil_div(context.n, config.vec);
-  // Without thread-block clusters, a program that sums across rows may split them across a
-  // software cluster (its exchange in the workspace; KernelSpec::global_exchange).
-  const bool software_clusters =
-      !context.limits.clusters() && plan_kernels(context.program).needs_finish();
+  // A program that sums across rows may split them across more CTAs than the device's clusters
+  // hold, as a software cluster (its exchange in the workspace; KernelSpec::global_exchange).
+  const bool software_clusters = plan_kernels(context.program).needs_finish();
   if (config.ctas_per_row > 1 && !context.limits.clusters() && !software_clusters) {
     return pruned(PruneRule::no_clusters, "ctas_per_row " + std::to_string(config.ctas_per_row) +
                                               ": the device has no thread-block clusters");
