@@ -586,15 +586,14 @@ struct Rows {
     // across a software cluster of as many CTAs as a hardware one would take, exchanging its
     // totals in global memory (KernelSpec::global_exchange). Not measured (no such GPU here):
     // on one CTA of 1024 threads those rows' column partial sums spill, 0.8-22 KiB per thread
-    // for NVRTC 13.0 at N = 65536-262144 (docs/portability.md). So does one on a GPU whose
-    // largest cluster leaves more than kLongSliceThreads threads of kClusterVectorsPerThread
-    // vectors per CTA (the RTX 5090's 8 at bf16 N = 262144, which spilled 2.4-11 KiB).
-    const bool beyond_hardware_clusters =
-        limits.clusters() && limits.cluster_ctas < kMaxClusterCtas &&
-        chunks > limits.cluster_ctas * kLongSliceThreads * kClusterVectorsPerThread;
-    const bool software_cluster =
-        software_clusters && (cluster_backward || peeled_cluster_backward) &&
-        (limits.clusters() ? beyond_hardware_clusters : chunks >= kSoftwareClusterRowVectors);
+    // for NVRTC 13.0 at N = 65536-262144 (docs/portability.md). So does one that a GPU's
+    // smaller clusters cannot take (heuristic_config asks for software clusters only then; on
+    // the RTX 5090, RMSNorm at bf16 N = 262144 and LayerNorm at 131072 went to one CTA, which
+    // spilled 3.8-11 KiB).
+    const bool software_cluster = software_clusters &&
+                                  (cluster_backward || peeled_cluster_backward) &&
+                                  (limits.clusters() ? limits.cluster_ctas < kMaxClusterCtas
+                                                     : chunks >= kSoftwareClusterRowVectors);
     if (software_cluster ||
         (limits.clusters() &&
          (cluster_backward || cluster_forward || peeled_long_forward || peeled_cluster_backward))) {
@@ -959,8 +958,8 @@ KernelConfig heuristic_config(const LoweredProgram& program, DType io_dtype, DTy
   if (std::optional<KernelConfig> mid = rows.mid_rows_one_cta()) return *mid;
   if (std::optional<KernelConfig> reread = rows.rereading_one_cta()) return *reread;
   if (std::optional<KernelConfig> ragged = rows.ragged_comoment_one_cta()) return *ragged;
-  // A software cluster where it fits, else the device's own clusters, if any.
-  for (const bool software : {true, false}) {
+  // The device's own clusters, if any, else a software cluster where one fits.
+  for (const bool software : {false, true}) {
     if (std::optional<KernelConfig> clustered = rows.on_clusters(software)) return *clustered;
   }
   return rows.on_one_cta();
