@@ -691,7 +691,12 @@ struct Norm::State {
       driver::check(driver::api().cuOccupancyMaxActiveBlocksPerMultiprocessor(
                         &per_sm, k.function, g.threads_per_block, g.dynamic_shared_bytes),
                     "cuOccupancyMaxActiveBlocksPerMultiprocessor for " + g.name);
-      return std::max(1, per_sm) * runtime->limits.multiprocessors / g.ctas_per_row;
+      const int resident = std::max(1, per_sm) * runtime->limits.multiprocessors / g.ctas_per_row;
+      if (resident < 1) {
+        fail("no software cluster of " + std::to_string(g.ctas_per_row) + " CTAs of " +
+             std::to_string(g.threads_per_block) + " threads fits on this device at once");
+      }
+      return resident;
     }
     const int clusters = resident_clusters(k, g.ctas_per_row);
     if (clusters < 1) {
@@ -823,8 +828,7 @@ struct Norm::State {
     if (needed > 0 && !aligned(workspace.data, 16)) fail("the workspace must be 16-byte aligned");
     if (needed > 0) refuse_shared_workspace(args, workspace, needed);
     const long long partial_rows = partial_rows_for(k, grid);
-    const CUdeviceptr exchange_offset =
-        exchange_offset_floats(k, grid, shape.cols) * sizeof(float);
+    const CUdeviceptr exchange_offset = exchange_offset_floats(k, grid, shape.cols) * sizeof(float);
 
     union Value {
       CUdeviceptr pointer;
@@ -879,12 +883,12 @@ struct Norm::State {
                         cu_stream),
                     "cuMemsetD8Async (the exchange counts of " + k.generated.name + ")");
     }
-    const CUresult launched = launch_kernel(
-        k.function, static_cast<unsigned>(grid.ctas),
-        static_cast<unsigned>(k.generated.threads_per_block),
-        static_cast<unsigned>(k.generated.dynamic_shared_bytes),
-        k.generated.global_exchange ? 1 : k.generated.ctas_per_row * grid.fold,
-        k.generated.global_exchange, cu_stream, pointers.data());
+    const CUresult launched =
+        launch_kernel(k.function, static_cast<unsigned>(grid.ctas),
+                      static_cast<unsigned>(k.generated.threads_per_block),
+                      static_cast<unsigned>(k.generated.dynamic_shared_bytes),
+                      k.generated.global_exchange ? 1 : k.generated.ctas_per_row * grid.fold,
+                      k.generated.global_exchange, cu_stream, pointers.data());
     if (launched != CUDA_SUCCESS) driver::check(launched, "cuLaunchKernel " + k.generated.name);
     if (!k.generated.finish) return;
     fill(k.generated.finish->params);
