@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "layer_norm_determinism.hpp"
 #include "quick_mode.hpp"
 #include "tilenorm/dsl/autodiff.hpp"
 #include "tilenorm/kernels/programs.hpp"
@@ -97,4 +98,23 @@ TEST_CASE("other GPUs: the heuristic's kernels for A100, L40S, RTX5090 and B200 
   CHECK(unlike_here > 0);
   MESSAGE(checked << " kernels checked, " << unlike_here
                   << " of them configured unlike this GPU's own");
+}
+
+TEST_CASE("other GPUs: software clusters are bitwise deterministic and replay from a graph") {
+  // The A100's LayerNorm backward at N = 65536: 16 CTAs of a cooperative launch per row,
+  // exchanging their totals in global memory; a graph replays the counts' reset with it.
+  tilenorm::Runtime runtime(tilenorm::RuntimeOptions{
+      .device = 0, .use_tuning_database = false, .heuristic_device = "A100"});
+  const tilenorm::DeviceLimits a100 = tilenorm::emulated_limits(
+      tilenorm::known_device("A100"), tilenorm::device_limits(driver::device_info(0)));
+  const std::int64_t m = 200, n = 65536;
+  const tilenorm::LoweredProgram program =
+      tilenorm::lower(tilenorm::backward(tilenorm::kernels::builtin_program("layer_norm")));
+  const tilenorm::KernelSpec spec = tilenorm::fit_shared_memory(
+      program,
+      {DType::bf16, DType::bf16, n,
+       tilenorm::heuristic_config(program, DType::bf16, DType::bf16, n, a100, 8, false, m)},
+      a100);
+  REQUIRE(spec.global_exchange);
+  check_layer_norm_backward_determinism(runtime, m, n);
 }
