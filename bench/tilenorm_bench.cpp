@@ -886,7 +886,9 @@ std::string grid_text(const tn::LaunchGrid& grid) {
        << " registers";
   if (grid.resident_row_blocks > 0) {
     text << ", persistent on " << grid.resident_row_blocks << " resident "
-         << (grid.ctas_per_row > 1 ? "clusters of " + std::to_string(grid.ctas_per_row) : "CTAs");
+         << (grid.ctas_per_row > 1 ? std::string(grid.global_exchange ? "software " : "") +
+                                         "clusters of " + std::to_string(grid.ctas_per_row)
+                                   : "CTAs");
   }
   if (grid.shift_per_row) text << ", each row at its own shift";
   if (grid.early_columns) text << ", columns fetched early";
@@ -971,7 +973,8 @@ nlohmann::json to_json(const ShapeResult& row, const CopyCeiling& ceiling, Timin
                    {"registers", row.grid->registers},
                    {"dynamic_shared_bytes", row.grid->dynamic_shared_bytes},
                    {"shift_per_row", row.grid->shift_per_row},
-                   {"early_columns", row.grid->early_columns}};
+                   {"early_columns", row.grid->early_columns},
+                   {"global_exchange", row.grid->global_exchange}};
   }
   if (row.resolved) {
     out["config"] = tn::reflect::to_json(row.resolved->config);

@@ -808,7 +808,8 @@ struct Norm::State {
             k.registers,
             k.generated.dynamic_shared_bytes,
             k.generated.shift_per_row,
-            k.generated.early_columns};
+            k.generated.early_columns,
+            k.generated.global_exchange};
   }
 
   void launch(KernelArgs args, Stream stream, const KernelConfig* forced,

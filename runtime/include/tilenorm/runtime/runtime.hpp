@@ -78,6 +78,8 @@ struct LaunchGrid {
   bool shift_per_row = false;
   // The column parameters are fetched before the row loop (KernelSpec::early_columns).
   bool early_columns = false;
+  // The CTAs that split each row are a software cluster (KernelSpec::global_exchange).
+  bool global_exchange = false;
 };
 
 class Runtime;
