@@ -2578,7 +2578,8 @@ TEST_CASE("codegen: peeled kernels compile for sm_90 without spilling") {
 }
 
 TEST_CASE("codegen: a software cluster exchanges row totals in global memory") {
-  const LoweredProgram& program = lowered("layer_norm_backward");
+  const std::string backward_name = "layer_norm_backward";
+  const LoweredProgram& program = lowered(backward_name);
   KernelSpec spec{
       DType::bf16, DType::bf16, 65536, {128, 1, 8, static_cast<int>(RowStorage::prefetched), 16}};
   spec.global_exchange = true;
