@@ -77,7 +77,12 @@ constexpr std::size_t kRereadL2Share = 2;
 // Backward rows from which a GPU without clusters splits them across a software cluster: where
 // one CTA of 1024 threads holds four or more vectors per thread, and ptxas (NVRTC 13.0, sm_80
 // and sm_86) spilled its column partial sums (bf16 N = 32768: LayerNorm 1568 bytes per thread).
+// A backward with one column sum stays on one CTA a step longer: its row in global memory beat
+// the software cluster at N = 32768 and lost from 65536 (forty-seventh session, H100 with the
+// A100's limits, bf16, M = 2^26 / N: RMSNorm 211 against 391 us, recomputing 219 against 256;
+// 65536: 427 against 284, 509 against 426; LayerNorm's two sums, 32768: 781 against 358 us).
 constexpr std::int64_t kSoftwareClusterRowVectors = 4096;
+constexpr std::int64_t kOneSumSoftwareClusterRowVectors = 8192;
 constexpr std::size_t kMiB = std::size_t{1} << 20;
 
 // Whether a backward reads the forward's saved statistics (RowScalar inputs), rather than
@@ -590,10 +595,11 @@ struct Rows {
     // smaller clusters cannot take (heuristic_config asks for software clusters only then; on
     // the RTX 5090, RMSNorm at bf16 N = 262144 and LayerNorm at 131072 went to one CTA, which
     // spilled 3.8-11 KiB).
-    const bool software_cluster = software_clusters &&
-                                  (cluster_backward || peeled_cluster_backward) &&
-                                  (limits.clusters() ? limits.cluster_ctas < kMaxClusterCtas
-                                                     : chunks >= kSoftwareClusterRowVectors);
+    const bool software_cluster =
+        software_clusters && (cluster_backward || peeled_cluster_backward) &&
+        (limits.clusters() ? limits.cluster_ctas < kMaxClusterCtas
+                           : chunks >= (two_column_sums ? kSoftwareClusterRowVectors
+                                                        : kOneSumSoftwareClusterRowVectors));
     if (software_cluster ||
         (limits.clusters() &&
          (cluster_backward || cluster_forward || peeled_long_forward || peeled_cluster_backward))) {

@@ -1407,6 +1407,14 @@ TEST_CASE("codegen: with clusters, the heuristic splits long rows") {
   CHECK_FALSE(tilenorm::config_problem(program, software).has_value());
   // Below 4096 vectors, one CTA (bf16 N = 16384).
   CHECK(heuristic_spec(program, DType::bf16, 16384, a100).config.ctas_per_row == 1);
+  // A backward with one column sum (RMSNorm's) keeps one CTA up to 8192 vectors.
+  for (const char* one_sum : {"rms_norm_backward", "rms_norm_backward_recompute"}) {
+    CAPTURE(one_sum);
+    CHECK(heuristic_spec(lowered(one_sum), DType::bf16, 32768, a100).config.ctas_per_row == 1);
+    CHECK(tilenorm::fit_shared_memory(
+              lowered(one_sum), heuristic_spec(lowered(one_sum), DType::bf16, 65536, a100), a100)
+              .global_exchange);
+  }
   CHECK(heuristic_spec(lowered("rms_norm"), DType::bf16, 65536, a100).config.ctas_per_row == 1);
   // On the H200 the same row takes a hardware cluster.
   CHECK_FALSE(tilenorm::fit_shared_memory(program, heuristic_spec(program, DType::bf16, 65536),
