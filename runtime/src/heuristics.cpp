@@ -589,10 +589,11 @@ struct Rows {
     // 8 x 128 52.9% against 48.1% on 4 x 256, 65536 46.0% either way).
     // Without thread-block clusters, a backward row of kSoftwareClusterRowVectors or more splits
     // across a software cluster of as many CTAs as a hardware one would take, exchanging its
-    // totals in global memory (KernelSpec::global_exchange). Not measured (no such GPU here):
-    // on one CTA of 1024 threads those rows' column partial sums spill, 0.8-22 KiB per thread
-    // for NVRTC 13.0 at N = 65536-262144 (docs/portability.md). So does one that a GPU's
-    // smaller clusters cannot take (heuristic_config asks for software clusters only then; on
+    // totals in global memory (KernelSpec::global_exchange): on one CTA of 1024 threads those
+    // rows' column partial sums spill, 0.8-22 KiB per thread for NVRTC 13.0 at N = 65536-262144,
+    // and with the A100's limits on an H100 it measured 1.2-7.2x faster than one CTA
+    // (docs/portability.md; kOneSumSoftwareClusterRowVectors for the exception). So does one that a
+    // GPU's smaller clusters cannot take (heuristic_config asks for software clusters only then; on
     // the RTX 5090, RMSNorm at bf16 N = 262144 and LayerNorm at 131072 went to one CTA, which
     // spilled 3.8-11 KiB).
     const bool software_cluster =
