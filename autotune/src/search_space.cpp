@@ -124,16 +124,22 @@ std::optional<PrunedCandidate> prune(const Context& context, const KernelConfig&
   const std::int64_t vectors_per_row = ceil_div(context.n, config.vec);
   // A program that sums across rows may split them across more CTAs than the device's clusters
   // hold, as a software cluster (its exchange in the workspace; KernelSpec::global_exchange).
-  const bool software_clusters = plan_kernels(context.program).needs_finish();
+  const bool sums_across_rows = plan_kernels(context.program).needs_finish();
+  const bool software_clusters = sums_across_rows && context.limits.cooperative_launch;
+  const std::string no_software_clusters =
+      sums_across_rows && !software_clusters
+          ? " (nor cooperative launches, which software clusters need)"
+          : "";
   if (config.ctas_per_row > 1 && !context.limits.clusters() && !software_clusters) {
     return pruned(PruneRule::no_clusters, "ctas_per_row " + std::to_string(config.ctas_per_row) +
-                                              ": the device has no thread-block clusters");
+                                              ": the device has no thread-block clusters" +
+                                              no_software_clusters);
   }
   if (config.ctas_per_row > context.limits.cluster_ctas && !software_clusters) {
     return pruned(PruneRule::no_clusters, "ctas_per_row " + std::to_string(config.ctas_per_row) +
                                               ": the device runs clusters of at most " +
                                               std::to_string(context.limits.cluster_ctas) +
-                                              " CTAs");
+                                              " CTAs" + no_software_clusters);
   }
   if (config.ctas_per_row > 1 &&
       (vectors_per_row < kClusterMinRowVectors ||

@@ -203,6 +203,8 @@ DeviceInfo device_info(int ordinal) {
   info.l2_bytes = device_attribute(device, CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, "L2_CACHE_SIZE");
   info.cluster_launch =
       device_attribute(device, CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH, "CLUSTER_LAUNCH") != 0;
+  info.cooperative_launch =
+      device_attribute(device, CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH, "COOPERATIVE_LAUNCH") != 0;
   check(driver.cuDeviceTotalMem(&info.total_memory, device), "cuDeviceTotalMem");
   return info;
 }

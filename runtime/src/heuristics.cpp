@@ -140,6 +140,7 @@ DeviceLimits device_limits(const driver::DeviceInfo& info) {
   }
   limits.threads_per_multiprocessor = info.max_threads_per_multiprocessor;
   limits.l2_bytes = static_cast<std::size_t>(std::max(info.l2_bytes, 0));
+  limits.cooperative_launch = info.cooperative_launch;
   return limits;
 }
 
@@ -149,15 +150,16 @@ DeviceLimits emulated_limits(const DeviceLimits& other, const DeviceLimits& actu
       std::min(other.shared_memory_per_block, actual.shared_memory_per_block);
   limits.cluster_ctas = std::min(other.cluster_ctas, actual.cluster_ctas);
   limits.multiprocessors = actual.multiprocessors;
+  limits.cooperative_launch = other.cooperative_launch && actual.cooperative_launch;
   return limits;
 }
 
 KernelSpec fit_shared_memory(const LoweredProgram& program, KernelSpec spec,
                              const DeviceLimits& limits) {
   // A row split wider than the device's clusters runs as a software cluster, where the program
-  // has a workspace to exchange in.
-  spec.global_exchange =
-      spec.config.ctas_per_row > limits.cluster_ctas && plan_kernels(program).needs_finish();
+  // has a workspace to exchange in and the device launches cooperatively.
+  spec.global_exchange = spec.config.ctas_per_row > limits.cluster_ctas &&
+                         plan_kernels(program).needs_finish() && limits.cooperative_launch;
   if (shared_partials_bytes(program, spec) <= limits.shared_memory_per_block) return spec;
   KernelSpec in_registers = spec;
   in_registers.partials_in_registers = true;
@@ -965,8 +967,10 @@ KernelConfig heuristic_config(const LoweredProgram& program, DType io_dtype, DTy
   if (std::optional<KernelConfig> mid = rows.mid_rows_one_cta()) return *mid;
   if (std::optional<KernelConfig> reread = rows.rereading_one_cta()) return *reread;
   if (std::optional<KernelConfig> ragged = rows.ragged_comoment_one_cta()) return *ragged;
-  // The device's own clusters, if any, else a software cluster where one fits.
+  // The device's own clusters, if any, else a software cluster where one fits and the device
+  // launches cooperatively.
   for (const bool software : {false, true}) {
+    if (software && !limits.cooperative_launch) break;
     if (std::optional<KernelConfig> clustered = rows.on_clusters(software)) return *clustered;
   }
   return rows.on_one_cta();

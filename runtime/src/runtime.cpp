@@ -518,6 +518,13 @@ struct Norm::State {
              std::to_string(runtime->limits.shared_memory_per_block);
     }
     if (spec.global_exchange) return std::nullopt;  // a software cluster runs anywhere
+    if (spec.config.ctas_per_row > runtime->limits.cluster_ctas &&
+        plan_kernels(lowered).needs_finish() && !runtime->limits.cooperative_launch) {
+      return "it splits rows across " + std::to_string(spec.config.ctas_per_row) +
+             " CTAs, more than this device's clusters hold, as a software cluster, which needs "
+             "cooperative launches; the driver reports them off for " +
+             runtime->info.label();
+    }
     if (spec.config.ctas_per_row > 1 && !runtime->limits.clusters()) {
       if (runtime->info.cluster_launch && !nvrtc_assembles_clusters(nvrtc_version())) {
         return "it splits rows across a thread-block cluster, whose row exchange NVRTC " +

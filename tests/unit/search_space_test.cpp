@@ -326,8 +326,10 @@ TEST_CASE("device limits: what the driver reports, with the cluster size of the 
   info.max_threads_per_multiprocessor = 2048;
   info.shared_memory_per_block_optin = 227 * 1024;
   info.cluster_launch = true;
+  info.cooperative_launch = true;
   info.l2_bytes = 60 << 20;
   const tilenorm::DeviceLimits hopper = tilenorm::device_limits(info);
+  CHECK(hopper.cooperative_launch);
   CHECK(hopper.l2_bytes == std::size_t{60} << 20);
   CHECK(hopper.compute_capability == 90);
   CHECK(hopper.arch() == "sm_90");
@@ -343,6 +345,8 @@ TEST_CASE("device limits: what the driver reports, with the cluster size of the 
   info.cluster_launch = false;
   CHECK(tilenorm::device_limits(info).cluster_ctas == 1);
   CHECK_FALSE(tilenorm::device_limits(info).clusters());
+  info.cooperative_launch = false;
+  CHECK_FALSE(tilenorm::device_limits(info).cooperative_launch);
   // The table agrees with what the driver would report for its devices' generations.
   for (const tilenorm::DeviceLimits& device : tilenorm::known_devices()) {
     CAPTURE(device.name);
@@ -449,6 +453,31 @@ TEST_CASE("heuristic: another GPU's limits within this one's (RuntimeOptions::he
              tilenorm::heuristic_config(program, DType::bf16, DType::bf16, 65536, a100)},
             a100)
             .global_exchange);
+}
+
+TEST_CASE("software clusters: only where the device launches cooperatively") {
+  const tilenorm::LoweredProgram program =
+      tilenorm::lower(tilenorm::backward(tilenorm::kernels::builtin_program("layer_norm"), {}));
+  tilenorm::DeviceLimits a100 = tilenorm::known_device("A100");
+  const KernelConfig software =
+      tilenorm::heuristic_config(program, DType::bf16, DType::bf16, 65536, a100);
+  REQUIRE(software.ctas_per_row == 16);
+  a100.cooperative_launch = false;
+  // The heuristic keeps the row on one CTA; a split configuration (from a tuning database) is no
+  // software cluster there, and the search space prunes it with the reason.
+  CHECK(tilenorm::heuristic_config(program, DType::bf16, DType::bf16, 65536, a100).ctas_per_row ==
+        1);
+  CHECK_FALSE(
+      tilenorm::fit_shared_memory(program, {DType::bf16, DType::bf16, 65536, software}, a100)
+          .global_exchange);
+  const auto space = tilenorm::explore_search_space(program, DType::bf16, DType::bf16, 65536, a100);
+  const tilenorm::PrunedCandidate split = pruned_entry(space, software);
+  CAPTURE(split.reason);
+  CHECK(split.rule == PruneRule::no_clusters);
+  CHECK(contains(split.reason, "nor cooperative launches, which software clusters need"));
+  for (const auto& candidate : space.candidates) CHECK(candidate.config.ctas_per_row == 1);
+  // Emulating a GPU keeps the runner's cooperative launches off.
+  CHECK_FALSE(tilenorm::emulated_limits(tilenorm::known_device("A100"), a100).cooperative_launch);
 }
 
 TEST_CASE("tuner: default row counts are the bandwidth regime's M bucket and a small batch") {

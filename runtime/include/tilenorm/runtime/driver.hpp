@@ -118,7 +118,8 @@ struct DeviceInfo {
   std::size_t shared_memory_per_multiprocessor = 0;
   int l2_bytes = 0;
   std::size_t total_memory = 0;
-  bool cluster_launch = false;  // thread-block clusters (sm_90 and later)
+  bool cluster_launch = false;      // thread-block clusters (sm_90 and later)
+  bool cooperative_launch = false;  // every CTA of a grid resident at once (software clusters)
 
   // The GPU's own real architecture, e.g. "sm_90" (kernels are compiled for target_arch(), which
   // differs where NVRTC does not know this one).

@@ -22,6 +22,10 @@ struct DeviceLimits {
   int cluster_ctas = 1;                   // the most CTAs of a thread-block cluster; 1: none
   int threads_per_multiprocessor = 1536;  // resident threads per SM (2048 on sm_80, sm_9x, sm_100)
   std::size_t l2_bytes = 0;               // the L2 cache; 0: unknown
+  // Cooperative launches (every CTA resident at once), which software clusters need: every GPU
+  // since sm_60 has them, but a driver may report them off
+  // (CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH).
+  bool cooperative_launch = true;
   // Thread-block clusters (sm_90 and later).
   bool clusters() const { return cluster_ctas > 1; }
   // "sm_90".
