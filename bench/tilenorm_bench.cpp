@@ -1015,6 +1015,7 @@ void write_json(const std::string& path, const driver::DeviceInfo& info, const O
       {"device", info.name},
       {"arch", info.arch()},
       {"l2_bytes", info.l2_bytes},
+      {"cooperative_launch", info.cooperative_launch},
       {"date_utc", tn::utc_date_time_now()},
       {"dtype", tn::dtype_name(options.dtype)},
       {"elements", options.elements ? nlohmann::json(*options.elements) : nlohmann::json(nullptr)},

@@ -145,7 +145,9 @@ int dry_run(const tn::TuneCommand& command) {
   }
   std::cout << "search space (" << limits_source << ", " << limits.shared_memory_per_block
             << " bytes of shared memory per block, " << limits.multiprocessors << " SMs, "
-            << limits.l2_bytes / (1 << 20) << " MiB of L2)\n";
+            << limits.l2_bytes / (1 << 20) << " MiB of L2"
+            << (limits.cooperative_launch ? "" : ", no cooperative launches (no software clusters)")
+            << ")\n";
   std::size_t shapes = 0, most = 0, least = static_cast<std::size_t>(-1), candidates = 0;
   Table summary({"kernel", "dtype", "N", "configs", "pruned", "candidates", "heuristic in space"});
   for (const tn::TuneShape& shape : shapes_of(command)) {
