@@ -124,10 +124,10 @@ std::optional<PrunedCandidate> prune(const Context& context, const KernelConfig&
   const std::int64_t vectors_per_row = ceil_div(context.n, config.vec);
   // A program that sums across rows may split them across more CTAs than the device's clusters
   // hold, as a software cluster (its exchange in the workspace; KernelSpec::global_exchange).
-  const bool sums_across_rows = plan_kernels(context.program).needs_finish();
-  const bool software_clusters = sums_across_rows && context.limits.cooperative_launch;
+  const KernelPlan plan = plan_kernels(context.program);
+  const bool software_clusters = runs_software_clusters(plan, context.limits);
   const std::string no_software_clusters =
-      sums_across_rows && !software_clusters
+      plan.needs_finish() && !software_clusters
           ? " (nor cooperative launches, which software clusters need)"
           : "";
   if (config.ctas_per_row > 1 && !context.limits.clusters() && !software_clusters) {
@@ -153,7 +153,7 @@ std::optional<PrunedCandidate> prune(const Context& context, const KernelConfig&
   // A cluster exists to keep a long row on chip: its slices stay in registers, one row each;
   // where they cannot (a backward's slices too large for registers at 1024 threads), they are
   // re-read from global memory, so that a cluster's rows stay in L2 (see the heuristic).
-  const bool persistent = plan_kernels(context.program).persistent;
+  const bool persistent = plan.persistent;
   const auto storage = static_cast<RowStorage>(config.row_storage);
   const bool cluster_rereads =
       config.ctas_per_row > 1 && config.threads_per_row == 1024 && storage == RowStorage::global &&

@@ -154,12 +154,15 @@ DeviceLimits emulated_limits(const DeviceLimits& other, const DeviceLimits& actu
   return limits;
 }
 
+bool runs_software_clusters(const KernelPlan& plan, const DeviceLimits& limits) {
+  return plan.needs_finish() && limits.cooperative_launch;
+}
+
 KernelSpec fit_shared_memory(const LoweredProgram& program, KernelSpec spec,
                              const DeviceLimits& limits) {
-  // A row split wider than the device's clusters runs as a software cluster, where the program
-  // has a workspace to exchange in and the device launches cooperatively.
+  // A row split wider than the device's clusters runs as a software cluster.
   spec.global_exchange = spec.config.ctas_per_row > limits.cluster_ctas &&
-                         plan_kernels(program).needs_finish() && limits.cooperative_launch;
+                         runs_software_clusters(plan_kernels(program), limits);
   if (shared_partials_bytes(program, spec) <= limits.shared_memory_per_block) return spec;
   KernelSpec in_registers = spec;
   in_registers.partials_in_registers = true;
@@ -305,6 +308,7 @@ struct Rows {
     // ceiling for LayerNorm, 16 threads 83.9-84.3%; RMSNorm 89.9% against 88.4%).
     const KernelPlan plan = plan_kernels(program);
     persistent = plan.persistent;
+    software_clusters_run = runs_software_clusters(plan, limits);
     // A backward with two column sums (LayerNorm's) gives each thread two vectors of a short row
     // too (tenth session, tilenorm-tune --show-candidates, bf16 N = 128, M = 2^19: 8 threads per
     // row 83.6-85.7% of the copy ceiling, 16 threads 75-78%); with one (RMSNorm) 16 threads
@@ -599,7 +603,8 @@ struct Rows {
     // the RTX 5090, RMSNorm at bf16 N = 262144 and LayerNorm at 131072 went to one CTA, which
     // spilled 3.8-11 KiB).
     const bool software_cluster =
-        software_clusters && (cluster_backward || peeled_cluster_backward) &&
+        software_clusters && software_clusters_run &&
+        (cluster_backward || peeled_cluster_backward) &&
         (limits.clusters() ? limits.cluster_ctas < kMaxClusterCtas
                            : chunks >= (two_column_sums ? kSoftwareClusterRowVectors
                                                         : kOneSumSoftwareClusterRowVectors));
@@ -941,6 +946,7 @@ struct Rows {
   bool full_vectors;         // 16-byte row vectors
   bool sixteen_bit_vectors;  // full vectors of 16-bit rows (eight elements)
   bool persistent = false;
+  bool software_clusters_run = false;  // runs_software_clusters
   bool two_column_sums = false;
   bool narrow_backward = false;
   int narrowest = 0;
@@ -967,10 +973,8 @@ KernelConfig heuristic_config(const LoweredProgram& program, DType io_dtype, DTy
   if (std::optional<KernelConfig> mid = rows.mid_rows_one_cta()) return *mid;
   if (std::optional<KernelConfig> reread = rows.rereading_one_cta()) return *reread;
   if (std::optional<KernelConfig> ragged = rows.ragged_comoment_one_cta()) return *ragged;
-  // The device's own clusters, if any, else a software cluster where one fits and the device
-  // launches cooperatively.
+  // The device's own clusters, if any, else a software cluster where one fits.
   for (const bool software : {false, true}) {
-    if (software && !limits.cooperative_launch) break;
     if (std::optional<KernelConfig> clustered = rows.on_clusters(software)) return *clustered;
   }
   return rows.on_one_cta();

@@ -518,8 +518,10 @@ struct Norm::State {
              std::to_string(runtime->limits.shared_memory_per_block);
     }
     if (spec.global_exchange) return std::nullopt;  // a software cluster runs anywhere
-    if (spec.config.ctas_per_row > runtime->limits.cluster_ctas &&
-        plan_kernels(lowered).needs_finish() && !runtime->limits.cooperative_launch) {
+    // A program that sums across rows, on a device that cannot run its software cluster.
+    if (const KernelPlan plan = plan_kernels(lowered);
+        spec.config.ctas_per_row > runtime->limits.cluster_ctas && plan.needs_finish() &&
+        !runs_software_clusters(plan, runtime->limits)) {
       return "it splits rows across " + std::to_string(spec.config.ctas_per_row) +
              " CTAs, more than this device's clusters hold, as a software cluster, which needs "
              "cooperative launches; the driver reports them off for " +
@@ -836,7 +838,6 @@ struct Norm::State {
     if (needed > 0 && !aligned(workspace.data, 16)) fail("the workspace must be 16-byte aligned");
     if (needed > 0) refuse_shared_workspace(args, workspace, needed);
     const long long partial_rows = partial_rows_for(k, grid);
-    const CUdeviceptr exchange_offset = exchange_offset_floats(k, grid, shape.cols) * sizeof(float);
 
     union Value {
       CUdeviceptr pointer;
@@ -848,6 +849,10 @@ struct Norm::State {
     auto address = [](const void* p) {
       return static_cast<CUdeviceptr>(reinterpret_cast<std::uintptr_t>(p));
     };
+    const CUdeviceptr exchange =
+        k.generated.global_exchange
+            ? address(workspace.data) + exchange_offset_floats(k, grid, shape.cols) * sizeof(float)
+            : 0;
     auto fill = [&](const std::vector<KernelParam>& params) {
       for (std::size_t i = 0; i < params.size(); ++i) {
         const KernelParam& param = params[i];
@@ -872,7 +877,7 @@ struct Norm::State {
             v.integer = partial_rows;
             break;
           case ParamKind::exchange:
-            v.pointer = address(workspace.data) + exchange_offset;
+            v.pointer = exchange;
             break;
         }
         pointers[i] = &v;
@@ -885,7 +890,7 @@ struct Norm::State {
       // The arrival counts start at zero in every launch (a memset node in a captured graph).
       const auto clusters = static_cast<std::size_t>(grid.ctas / k.generated.ctas_per_row);
       driver::check(driver::api().cuMemsetD8Async(
-                        address(workspace.data) + exchange_offset, 0,
+                        exchange, 0,
                         clusters * static_cast<std::size_t>(k.generated.exchange_counts) *
                             sizeof(std::uint32_t),
                         cu_stream),

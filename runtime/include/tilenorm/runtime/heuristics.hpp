@@ -39,6 +39,11 @@ struct DeviceLimits {
 // guide), the portable 8 elsewhere (sm_120 among them).
 int most_cluster_ctas(int major);
 
+// Whether a kernel of `plan` may split its rows across a software cluster
+// (KernelSpec::global_exchange) on a device with `limits`: the program sums across rows (its
+// exchange lives in the workspace) and the device launches cooperatively.
+bool runs_software_clusters(const KernelPlan& plan, const DeviceLimits& limits);
+
 // `spec` as a device with `limits` can run it: a row split across more CTAs than the device's
 // clusters hold is a software cluster (KernelSpec::global_exchange), where the program sums
 // across rows; and where the kernel's column partial sums alone would take more shared memory
