@@ -794,8 +794,25 @@ class Emitter {
   // with no spills.
   int min_ctas_per_sm(int threads) const {
     constexpr std::int64_t kRegisters = 128, kRegistersPerSm = 65536, kWorking = 40;
+    if (sinks_prefetches(threads)) return static_cast<int>(kRegistersPerSm / (threads * 160));
     if (!staging() || held_registers(lp_, spec_) + kWorking > kRegisters) return 0;
     return static_cast<int>(std::max<std::int64_t>(1, kRegistersPerSm / (threads * kRegisters)));
+  }
+
+  // A cluster kernel of one row per CTA, one reduction phase and no saved statistics (RMSNorm's
+  // recomputing backward), with 16-bit rows prefetched on 64-128 threads: at the default
+  // allocation (121-128 registers, NVRTC 13.0, sm_90) ptxas issued the next row block's loads
+  // after the exchange's wait, a pass later than written; asking for the CTAs per SM that 160
+  // registers allow kept them before it (137-147 registers; at 64 threads a cap of 146 did
+  // not: docs/performance.md, forty-first and forty-eighth sessions).
+  bool sinks_prefetches(int threads) const {
+    if (!clustered_ || global_exchange_ || storage_ != RowStorage::prefetched ||
+        spec_.config.rows_per_cta != 1 || threads > 128 || lp_.reduction_phases.size() != 1 ||
+        dtype_size(spec_.io_dtype) != 2)
+      return false;
+    return std::none_of(p_.slots.begin(), p_.slots.end(), [](const ir::Slot& s) {
+      return s.role == ir::Role::read && s.shape == Shape::row_scalar;
+    });
   }
 
   // A kernel's parameters: what the runtime binds, beside the declarations printed.
