@@ -1030,6 +1030,37 @@ TEST_CASE("codegen: staged rows copy the next row block into shared memory with 
             .persistent);
 }
 
+TEST_CASE("codegen: RMSNorm's 16-bit recomputing cluster backward asks ptxas for fewer CTAs") {
+  // At its default allocation ptxas issued the next row block's loads after the exchange's wait;
+  // the CTAs per SM that 160 registers allow keep them before it (NVRTC 13.0, sm_90).
+  const auto bounds = [](const char* name, DType dtype, std::int64_t n, int threads_per_row,
+                         RowStorage storage) {
+    tilenorm::KernelConfig c = config(threads_per_row, 1, dtype == DType::f32 ? 4 : 8, storage);
+    c.ctas_per_row = 16;
+    const std::string source = tilenorm::generate_cuda(lowered(name), {dtype, dtype, n, c}).source;
+    const std::size_t start = source.find("#else\nextern \"C\" __global__ void __launch_bounds__(");
+    REQUIRE(start != std::string::npos);
+    return source.substr(start + 6, source.find('\n', start + 6) - start - 6);
+  };
+  const auto prefetched = RowStorage::prefetched;
+  CHECK(bounds("rms_norm_backward_recompute", DType::bf16, 65536, 128, prefetched) ==
+        "extern \"C\" __global__ void __launch_bounds__(128, 3)");
+  CHECK(bounds("rms_norm_backward_recompute", DType::f16, 32768, 64, prefetched) ==
+        "extern \"C\" __global__ void __launch_bounds__(64, 6)");
+  // Not where ptxas kept the loads early, nor where the request would cost a CTA of 256 threads:
+  // saved statistics, fp32 rows, two reduction phases, rows in registers.
+  CHECK(bounds("rms_norm_backward", DType::bf16, 65536, 128, prefetched) ==
+        "extern \"C\" __global__ void __launch_bounds__(128)");
+  CHECK(bounds("rms_norm_backward_recompute", DType::f32, 32768, 128, prefetched) ==
+        "extern \"C\" __global__ void __launch_bounds__(128)");
+  CHECK(bounds("rms_norm_backward_recompute", DType::bf16, 131072, 256, prefetched) ==
+        "extern \"C\" __global__ void __launch_bounds__(256)");
+  CHECK(bounds("layer_norm_backward_recompute", DType::bf16, 65536, 128, prefetched) ==
+        "extern \"C\" __global__ void __launch_bounds__(128)");
+  CHECK(bounds("rms_norm_backward_recompute", DType::bf16, 65536, 128, RowStorage::registers) ==
+        "extern \"C\" __global__ void __launch_bounds__(128)");
+}
+
 // ---- configurations that cannot be generated
 
 TEST_CASE("codegen: config_problem names what is wrong with a configuration") {
