@@ -800,15 +800,20 @@ class Emitter {
   }
 
   // A cluster kernel of one row per CTA, one reduction phase and no saved statistics (RMSNorm's
-  // recomputing backward), with 16-bit rows prefetched on 64-128 threads: at the default
-  // allocation (121-128 registers, NVRTC 13.0, sm_90) ptxas issued the next row block's loads
-  // after the exchange's wait, a pass later than written; asking for the CTAs per SM that 160
-  // registers allow kept them before it (137-147 registers; at 64 threads a cap of 146 did
-  // not: docs/performance.md, forty-first and forty-eighth sessions).
+  // recomputing backward), with 16-bit rows prefetched four vectors per thread on 64-128
+  // threads: at the default allocation (121-128 registers, NVRTC 13.0, sm_90) ptxas issued the
+  // next row block's loads after the exchange's wait, a pass later than written; asking for the
+  // CTAs per SM that 160 registers allow kept them before it (137-147 registers; at 64 threads
+  // a cap of 146 did not: docs/performance.md, forty-first and forty-eighth sessions). Only
+  // rows of exactly four vectors per thread: with three, a ragged fourth or peeled rows the
+  // loads were early already, and the request only took registers (bf16 N = 49152: 128 -> 155,
+  // 24577: 96 -> 127, peeled 118 -> 146).
   bool sinks_prefetches(int threads) const {
+    const auto& c = spec_.config;
     if (!clustered_ || global_exchange_ || storage_ != RowStorage::prefetched ||
-        spec_.config.rows_per_cta != 1 || threads > 128 || lp_.reduction_phases.size() != 1 ||
-        dtype_size(spec_.io_dtype) != 2)
+        c.rows_per_cta != 1 || threads > 128 || lp_.reduction_phases.size() != 1 ||
+        dtype_size(spec_.io_dtype) != 2 || spec_.peel_rows ||
+        spec_.n != std::int64_t{4} * c.vec * c.threads_per_row * c.ctas_per_row)
       return false;
     return std::none_of(p_.slots.begin(), p_.slots.end(), [](const ir::Slot& s) {
       return s.role == ir::Role::read && s.shape == Shape::row_scalar;

@@ -1048,7 +1048,8 @@ TEST_CASE("codegen: RMSNorm's 16-bit recomputing cluster backward asks ptxas for
   CHECK(bounds("rms_norm_backward_recompute", DType::f16, 32768, 64, prefetched) ==
         "extern \"C\" __global__ void __launch_bounds__(64, 6)");
   // Not where ptxas kept the loads early, nor where the request would cost a CTA of 256 threads:
-  // saved statistics, fp32 rows, two reduction phases, rows in registers.
+  // saved statistics, fp32 rows, two reduction phases, rows in registers, three vectors per
+  // thread.
   CHECK(bounds("rms_norm_backward", DType::bf16, 65536, 128, prefetched) ==
         "extern \"C\" __global__ void __launch_bounds__(128)");
   CHECK(bounds("rms_norm_backward_recompute", DType::f32, 32768, 128, prefetched) ==
@@ -1058,6 +1059,8 @@ TEST_CASE("codegen: RMSNorm's 16-bit recomputing cluster backward asks ptxas for
   CHECK(bounds("layer_norm_backward_recompute", DType::bf16, 65536, 128, prefetched) ==
         "extern \"C\" __global__ void __launch_bounds__(128)");
   CHECK(bounds("rms_norm_backward_recompute", DType::bf16, 65536, 128, RowStorage::registers) ==
+        "extern \"C\" __global__ void __launch_bounds__(128)");
+  CHECK(bounds("rms_norm_backward_recompute", DType::bf16, 49152, 128, prefetched) ==
         "extern \"C\" __global__ void __launch_bounds__(128)");
 }
 
