@@ -1038,30 +1038,31 @@ TEST_CASE("codegen: RMSNorm's 16-bit recomputing cluster backward asks ptxas for
     tilenorm::KernelConfig c = config(threads_per_row, 1, dtype == DType::f32 ? 4 : 8, storage);
     c.ctas_per_row = 16;
     const std::string source = tilenorm::generate_cuda(lowered(name), {dtype, dtype, n, c}).source;
-    const std::size_t start = source.find("#else\nextern \"C\" __global__ void __launch_bounds__(");
+    const std::string head = "#else\nextern \"C\" __global__ void __launch_bounds__(";
+    const std::size_t start = source.find(head);
     REQUIRE(start != std::string::npos);
-    return source.substr(start + 6, source.find('\n', start + 6) - start - 6);
+    const std::size_t arguments = start + head.size();
+    return source.substr(arguments, source.find(')', arguments) - arguments);
   };
   const auto prefetched = RowStorage::prefetched;
-  CHECK(bounds("rms_norm_backward_recompute", DType::bf16, 65536, 128, prefetched) ==
-        "extern \"C\" __global__ void __launch_bounds__(128, 3)");
-  CHECK(bounds("rms_norm_backward_recompute", DType::f16, 32768, 64, prefetched) ==
-        "extern \"C\" __global__ void __launch_bounds__(64, 6)");
-  // Not where ptxas kept the loads early, nor where the request would cost a CTA of 256 threads:
-  // saved statistics, fp32 rows, two reduction phases, rows in registers, three vectors per
-  // thread.
-  CHECK(bounds("rms_norm_backward", DType::bf16, 65536, 128, prefetched) ==
-        "extern \"C\" __global__ void __launch_bounds__(128)");
-  CHECK(bounds("rms_norm_backward_recompute", DType::f32, 32768, 128, prefetched) ==
-        "extern \"C\" __global__ void __launch_bounds__(128)");
-  CHECK(bounds("rms_norm_backward_recompute", DType::bf16, 131072, 256, prefetched) ==
-        "extern \"C\" __global__ void __launch_bounds__(256)");
-  CHECK(bounds("layer_norm_backward_recompute", DType::bf16, 65536, 128, prefetched) ==
-        "extern \"C\" __global__ void __launch_bounds__(128)");
-  CHECK(bounds("rms_norm_backward_recompute", DType::bf16, 65536, 128, RowStorage::registers) ==
-        "extern \"C\" __global__ void __launch_bounds__(128)");
-  CHECK(bounds("rms_norm_backward_recompute", DType::bf16, 49152, 128, prefetched) ==
-        "extern \"C\" __global__ void __launch_bounds__(128)");
+  const char* recompute = "rms_norm_backward_recompute";
+  // Then not where ptxas kept the loads early, nor where the request would cost a CTA of 256
+  // threads: saved statistics, fp32 rows, two reduction phases, rows in registers, three vectors
+  // per thread.
+  const std::vector<std::tuple<const char*, DType, std::int64_t, int, RowStorage, const char*>>
+      cases = {{recompute, DType::bf16, 65536, 128, prefetched, "128, 3"},
+               {recompute, DType::f16, 32768, 64, prefetched, "64, 6"},
+               {"rms_norm_backward", DType::bf16, 65536, 128, prefetched, "128"},
+               {recompute, DType::f32, 32768, 128, prefetched, "128"},
+               {recompute, DType::bf16, 131072, 256, prefetched, "256"},
+               {"layer_norm_backward_recompute", DType::bf16, 65536, 128, prefetched, "128"},
+               {recompute, DType::bf16, 65536, 128, RowStorage::registers, "128"},
+               {recompute, DType::bf16, 49152, 128, prefetched, "128"}};
+  for (const auto& [name, dtype, n, threads_per_row, storage, expected] : cases) {
+    CAPTURE(name);
+    CAPTURE(n);
+    CHECK(bounds(name, dtype, n, threads_per_row, storage) == expected);
+  }
 }
 
 // ---- configurations that cannot be generated
