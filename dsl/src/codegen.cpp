@@ -794,7 +794,9 @@ class Emitter {
   // with no spills.
   int min_ctas_per_sm(int threads) const {
     constexpr std::int64_t kRegisters = 128, kRegistersPerSm = 65536, kWorking = 40;
-    if (sinks_prefetches(threads)) return static_cast<int>(kRegistersPerSm / (threads * 160));
+    constexpr std::int64_t kEarlyPrefetchRegisters = 160;  // see sinks_prefetches
+    if (sinks_prefetches(threads))
+      return static_cast<int>(kRegistersPerSm / (threads * kEarlyPrefetchRegisters));
     if (!staging() || held_registers(lp_, spec_) + kWorking > kRegisters) return 0;
     return static_cast<int>(std::max<std::int64_t>(1, kRegistersPerSm / (threads * kRegisters)));
   }
