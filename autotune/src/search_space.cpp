@@ -80,6 +80,7 @@ struct Context {
   DeviceLimits limits;
   int aligned_vec;  // the widest vec the launches will use (peeled where rows misalign)
   bool peel_rows;   // contiguous rows of N misalign for aligned_vec: the kernels are peeled
+  KernelPlan plan;  // plan_kernels(program)
 };
 
 std::int64_t ceil_div(std::int64_t a, std::int64_t b) {
@@ -124,7 +125,7 @@ std::optional<PrunedCandidate> prune(const Context& context, const KernelConfig&
   const std::int64_t vectors_per_row = ceil_div(context.n, config.vec);
   // A program that sums across rows may split them across more CTAs than the device's clusters
   // hold, as a software cluster (its exchange in the workspace; KernelSpec::global_exchange).
-  const KernelPlan plan = plan_kernels(context.program);
+  const KernelPlan& plan = context.plan;
   const bool software_clusters = runs_software_clusters(plan, context.limits);
   const std::string no_software_clusters =
       plan.needs_finish() && !software_clusters
@@ -390,7 +391,8 @@ SearchSpace explore_search_space(const LoweredProgram& program, DType io_dtype, 
                                  std::int64_t n, const DeviceLimits& limits) {
   if (n < 1) throw Error("search space: N must be at least 1, got " + std::to_string(n));
   const ContiguousRows rows = contiguous_rows(program, io_dtype, param_dtype, n);
-  const Context context{program, io_dtype, param_dtype, n, limits, rows.vec, rows.peel_rows};
+  const Context context{program, io_dtype, param_dtype,    n,
+                        limits,  rows.vec, rows.peel_rows, plan_kernels(program)};
   SearchSpace space;
   for (const KernelConfig& config :
        cartesian_product<KernelConfig>(search_domains(io_dtype, param_dtype))) {

@@ -213,15 +213,15 @@ CUresult launch_kernel(CUfunction function, unsigned grid, unsigned threads, uns
     return driver::api().cuLaunchKernel(function, grid, 1, 1, threads, 1, 1, shared_bytes, stream,
                                         params, nullptr);
   }
-  CUlaunchAttribute cluster{};
+  CUlaunchAttribute attribute{};
   if (cooperative) {
-    cluster.id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
-    cluster.value.cooperative = 1;
+    attribute.id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
+    attribute.value.cooperative = 1;
   } else {
-    cluster.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-    cluster.value.clusterDim.x = static_cast<unsigned>(ctas);
-    cluster.value.clusterDim.y = 1;
-    cluster.value.clusterDim.z = 1;
+    attribute.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    attribute.value.clusterDim.x = static_cast<unsigned>(ctas);
+    attribute.value.clusterDim.y = 1;
+    attribute.value.clusterDim.z = 1;
   }
   CUlaunchConfig config{};
   config.gridDimX = grid;
@@ -230,7 +230,7 @@ CUresult launch_kernel(CUfunction function, unsigned grid, unsigned threads, uns
   config.blockDimY = config.blockDimZ = 1;
   config.sharedMemBytes = shared_bytes;
   config.hStream = stream;
-  config.attrs = &cluster;
+  config.attrs = &attribute;
   config.numAttrs = 1;
   return driver::api().cuLaunchKernelEx(&config, function, params, nullptr);
 }
@@ -519,8 +519,7 @@ struct Norm::State {
     }
     if (spec.global_exchange) return std::nullopt;  // a software cluster runs anywhere
     // A program that sums across rows, on a device that cannot run its software cluster.
-    if (const KernelPlan plan = plan_kernels(lowered);
-        spec.config.ctas_per_row > runtime->limits.cluster_ctas && plan.needs_finish() &&
+    if (spec.config.ctas_per_row > runtime->limits.cluster_ctas && plan.needs_finish() &&
         !runs_software_clusters(plan, runtime->limits)) {
       return "it splits rows across " + std::to_string(spec.config.ctas_per_row) +
              " CTAs, more than this device's clusters hold, as a software cluster, which needs "
