@@ -2,6 +2,7 @@
 """Merges tilenorm-bench JSON and torch_compare.py JSON into markdown tables, one per pass
 (forward, backward, recompute), a table of the --decode measurements when there are any, with
 --heuristic a table of the heuristic's run (tilenorm-bench --no-tuning-db) against the tuned one,
+with --baseline a table of an older tree's run (scripts/device-run baseline) against this one,
 and, when matplotlib imports, a PNG plot of TB/s for each shape with one row of panels per pass.
 Rows are matched by (op, pass, M, N, row stride). Standard library + optional matplotlib.
 
@@ -10,7 +11,7 @@ ratio cells say so, they are left out of the geometric means, and the report war
 --strict-timing refuses such a merge instead (exit 1, nothing written).
 
 usage: report.py --tilenorm TILENORM.json [--torch TORCH.json] [--heuristic HEURISTIC.json]
-                 [--markdown OUT.md] [--plot OUT.png] [--strict-timing]
+                 [--baseline BASELINE.json] [--markdown OUT.md] [--plot OUT.png] [--strict-timing]
 """
 import argparse
 import json
@@ -316,7 +317,59 @@ def untuned_table(ours, heuristic):
     return lines
 
 
-def markdown(tilenorm, torch, heuristic=None):
+def points_text(points):
+    """A change in points of the ceiling, signed, one decimal, never "-0.0"."""
+    return f"{round(points, 1) or 0.0:+.1f}"
+
+
+def baseline_table(tilenorm, ours, baseline_document, baseline):
+    """Each shape of this run against the same shape of the baseline's run (an older tree's
+    tilenorm-bench in the same device call), by time and by % of each run's own copy ceiling."""
+    keys = sorted(set(ours) & set(baseline), key=sort_key)
+    if not keys:
+        return []
+    lines = ["## against the baseline", "",
+             "This run against the baseline's (an older tree, `scripts/baseline COMMIT` and "
+             "`scripts/device-run baseline`), shape by shape; each % is of its own run's copy "
+             "ceiling, and points are this run's % minus the baseline's.", "",
+             ceiling_line("this run", tilenorm), ceiling_line("baseline", baseline_document)]
+    lines += [f"- **Warning:** {field} differs: this run {tilenorm[field]!r}, baseline "
+              f"{baseline_document[field]!r}."
+              for field in ("device", "dtype", "elements")
+              if tilenorm.get(field) != baseline_document.get(field)]
+    lines += ["", "| op | pass | N | M | baseline µs | baseline % | µs | % | points | config |",
+              "|---|---|---:|---:|---:|---:|---:|---:|---:|---|"]
+    changes = []
+    for key in keys:
+        op, pass_name, m, n, _ = key
+        mine, before = ours[key], baseline[key]
+        if timed(mine) and timed(before) and same_timing(mine, before):
+            points = mine["percent_of_ceiling"] - before["percent_of_ceiling"]
+            changes.append((points, key))
+            cell = points_text(points)
+        elif timed(mine) and timed(before):
+            cell = f"{MIXED_MARK} {mine['_timing']} vs {before['_timing']}"
+        else:
+            cell = "—"
+        config = config_cell(mine)
+        if before.get("config_text") != mine.get("config_text"):
+            config += f" (baseline: {config_cell(before) or '—'})"
+        lines.append(f"| {op} | {pass_name} | {n} | {m} | {us_cell(before)} "
+                     f"| {percent_cell(before)} | {us_cell(mine)} | {percent_cell(mine)} "
+                     f"| {cell} | {config} |")
+    up = sum(points > 1.0 for points, _ in changes)
+    down = sum(points < -1.0 for points, _ in changes)
+    lines += ["", f"Of {len(changes)} shapes timed the same way: {up} more than a point faster, "
+              f"{down} more than a point slower."]
+    if changes:
+        (lowest, low_key), (highest, high_key) = min(changes), max(changes)
+        lines[-1] += (f" Largest gain {points_text(highest)} ({high_key[0]} {high_key[1]} "
+                      f"{shape_text(high_key)}), largest loss {points_text(lowest)} ({low_key[0]} "
+                      f"{low_key[1]} {shape_text(low_key)}).")
+    return lines
+
+
+def markdown(tilenorm, torch, heuristic=None, baseline=None):
     ours = rows_by_key(tilenorm)
     eager = rows_by_key(torch, "eager")
     compiled = rows_by_key(torch, "compile")
@@ -370,13 +423,16 @@ def markdown(tilenorm, torch, heuristic=None):
     untuned = untuned_table(ours, rows_by_key(heuristic))
     if untuned:
         lines += [""] + untuned
-    failures = [(row, document) for document in (tilenorm, torch, heuristic)
+    if baseline is not None:
+        lines += [""] + baseline_table(tilenorm, ours, baseline, rows_by_key(baseline))
+    names = {id(heuristic): "heuristic", id(baseline): "baseline"}
+    failures = [(row, document) for document in (tilenorm, torch, heuristic, baseline)
                 if document is not None
                 for row in document["rows"] if "error" in row]
     if failures:
         lines += ["", "Failures:"]
         lines += [f"- {row['op']} {row_pass(row)} "
-                  f"{row.get('impl', 'tilenorm' if document is not heuristic else 'heuristic')} "
+                  f"{row.get('impl', names.get(id(document), 'tilenorm'))} "
                   f"{shape_text(row_key(row))}: {' '.join(row['error'].split())}"
                   for row, document in failures]  # one line each
     return "\n".join(lines) + "\n"
@@ -437,6 +493,9 @@ def main():
     parser.add_argument("--heuristic", metavar="PATH",
                         help="tilenorm-bench --no-tuning-db --json output of the same shapes, "
                         "compared with --tilenorm's (the untuned goal)")
+    parser.add_argument("--baseline", metavar="PATH",
+                        help="tilenorm-bench --json output of an older tree on the same shapes "
+                        "(scripts/device-run baseline), compared with --tilenorm's")
     parser.add_argument("--markdown", metavar="PATH", help="also write the table to PATH")
     parser.add_argument("--plot", metavar="PATH",
                         help="write a PNG plot to PATH (needs matplotlib)")
@@ -448,9 +507,10 @@ def main():
         tilenorm = load(args.tilenorm)
         torch = load(args.torch) if args.torch else None
         heuristic = load(args.heuristic) if args.heuristic else None
+        baseline = load(args.baseline) if args.baseline else None
         mixed = mixed_timing(rows_by_key(tilenorm), {impl: rows_by_key(torch, impl)
                                                      for impl in ("eager", "compile")})
-        text = markdown(tilenorm, torch, heuristic)
+        text = markdown(tilenorm, torch, heuristic, baseline)
     except (OSError, ValueError, KeyError, TypeError) as error:
         print(f"report.py: cannot read the results: {type(error).__name__}: {error}",
               file=sys.stderr)

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# bench/report.py --baseline: this tree's run against an older tree's, shape by shape, with the
+# change in points, the configurations that differ, and a summary. Two tilenorm-bench JSON
+# documents written here stand in for a device run. Exit 77 (skipped) without python3.
+set -euo pipefail
+report="$1"
+work="$2"
+command -v python3 >/dev/null || { echo "skipped: python3 is not installed"; exit 77; }
+mkdir -p "$work"
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+# document FILE DEVICE ROWS: a tilenorm-bench document with a 4.0 TB/s ceiling.
+document() {
+  cat >"$1" <<JSON
+{"tool": "tilenorm-bench", "device": "$2", "arch": "sm_90", "date_utc": "2026-12-05",
+ "dtype": "bf16", "elements": 67108864, "timing": "graph", "tuning_database": false,
+ "copy_ceiling": {"method": "cuMemcpyDtoDAsync", "bytes": 2147483648, "median_us": 500.0,
+                  "tbps": 4.0},
+ "rows": [$3]}
+JSON
+}
+# row OP PASS N US PERCENT CONFIG: one timed row.
+row() {
+  echo "{\"op\": \"$1\", \"pass\": \"$2\", \"m\": $((67108864 / $3)), \"n\": $3,
+        \"row_stride\": $3, \"bytes\": 1, \"timing\": \"graph\", \"median_us\": $4,
+        \"tbps\": 1.0, \"percent_of_ceiling\": $5, \"config_text\": \"$6\",
+        \"config_source\": \"heuristic\"}"
+}
+document "$work/new.json" "NVIDIA H100" "$(row layer_norm backward 4096 150.0 90.0 a), \
+  $(row layer_norm backward 262144 160.0 80.0 b), $(row rms_norm recompute 262144 200.0 64.96 c)"
+document "$work/old.json" "NVIDIA H100" "$(row layer_norm backward 4096 150.5 89.7 a), \
+  $(row layer_norm backward 262144 200.0 62.5 old), $(row rms_norm recompute 262144 190.0 65.0 c)"
+
+python3 "$report" --tilenorm "$work/new.json" --baseline "$work/old.json" \
+  --markdown "$work/report.md" >/dev/null
+grep -q "^## against the baseline" "$work/report.md" || fail "no baseline table"
+grep -qF "| layer_norm | backward | 4096 | 16384 | 150.50 | 89.7% | 150.00 | 90.0% | +0.3 | a, heuristic |" \
+  "$work/report.md" || fail "the 4096 row: $(grep '| 4096 |' "$work/report.md")"
+# A configuration that changed names the baseline's.
+grep -qF "| 200.00 | 62.5% | 160.00 | 80.0% | +17.5 | b, heuristic (baseline: old, heuristic) |" \
+  "$work/report.md" || fail "the 262144 row: $(grep 'layer_norm | backward | 262144' "$work/report.md")"
+# -0.04 points reads +0.0, not -0.0.
+grep -qF "| 190.00 | 65.0% | 200.00 | 65.0% | +0.0 | c, heuristic |" "$work/report.md" ||
+  fail "the rounding: $(grep 'rms_norm' "$work/report.md")"
+grep -qF "Of 3 shapes timed the same way: 1 more than a point faster, 0 more than a point slower. Largest gain +17.5 (layer_norm backward 256x262144), largest loss +0.0 (rms_norm recompute 256x262144)." \
+  "$work/report.md" || fail "summary: $(grep '^Of ' "$work/report.md")"
+! grep -q "Warning" "$work/report.md" || fail "a warning for matching runs"
+# Runs of different devices are compared with a warning.
+document "$work/other.json" "NVIDIA H200" "$(row layer_norm backward 4096 150.5 89.7 a)"
+python3 "$report" --tilenorm "$work/new.json" --baseline "$work/other.json" >"$work/other.md"
+grep -qF "**Warning:** device differs: this run 'NVIDIA H100', baseline 'NVIDIA H200'." \
+  "$work/other.md" || fail "no device warning"
+# Without --baseline there is no such table.
+python3 "$report" --tilenorm "$work/new.json" >"$work/plain.md"
+! grep -q "against the baseline" "$work/plain.md" || fail "a baseline table without --baseline"
+echo "report.py --baseline: ok"
