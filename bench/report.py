@@ -280,6 +280,17 @@ def decode_table(tilenorm, ours, eager, compiled):
     return lines
 
 
+def paired_cell(row, base, measure, text):
+    """(value, cell) for two runs' rows of one shape: measure(row, base) and text(value) where
+    both were timed, the same way; otherwise no value and a cell that says why."""
+    if not (timed(row) and timed(base)):
+        return None, "—"
+    if not same_timing(row, base):
+        return None, f"{MIXED_MARK} {row['_timing']} vs {base['_timing']}"
+    value = measure(row, base)
+    return value, text(value)
+
+
 def untuned_table(ours, heuristic):
     """Each shape's heuristic configuration (a run without the tuning database) against this
     run's, by % of each run's own copy ceiling; ✗ below UNTUNED_SHARE."""
@@ -297,14 +308,12 @@ def untuned_table(ours, heuristic):
     for key in keys:
         op, pass_name, m, n, _ = key
         tuned, untuned = ours[key], heuristic[key]
-        if timed(tuned) and timed(untuned) and same_timing(tuned, untuned):
-            share = untuned["percent_of_ceiling"] / tuned["percent_of_ceiling"]
+        share, cell = paired_cell(
+            untuned, tuned,
+            lambda row, base: row["percent_of_ceiling"] / base["percent_of_ceiling"],
+            lambda share: f"{share:.2f}" + (" ✗" if share < UNTUNED_SHARE else ""))
+        if share is not None:
             shares.append((share, key))
-            cell = f"{share:.2f}" + (" ✗" if share < UNTUNED_SHARE else "")
-        elif timed(tuned) and timed(untuned):
-            cell = f"{MIXED_MARK} {untuned['_timing']} vs {tuned['_timing']}"
-        else:
-            cell = "—"
         lines.append(f"| {op} | {pass_name} | {n} | {m} | {percent_cell(tuned)} "
                      f"| {config_cell(tuned)} | {percent_cell(untuned)} | {config_cell(untuned)} "
                      f"| {cell} |")
@@ -343,14 +352,11 @@ def baseline_table(tilenorm, ours, baseline_document, baseline):
     for key in keys:
         op, pass_name, m, n, _ = key
         mine, before = ours[key], baseline[key]
-        if timed(mine) and timed(before) and same_timing(mine, before):
-            points = mine["percent_of_ceiling"] - before["percent_of_ceiling"]
+        points, cell = paired_cell(
+            mine, before, lambda row, base: row["percent_of_ceiling"] - base["percent_of_ceiling"],
+            points_text)
+        if points is not None:
             changes.append((points, key))
-            cell = points_text(points)
-        elif timed(mine) and timed(before):
-            cell = f"{MIXED_MARK} {mine['_timing']} vs {before['_timing']}"
-        else:
-            cell = "—"
         config = config_cell(mine)
         if before.get("config_text") != mine.get("config_text"):
             config += f" (baseline: {config_cell(before) or '—'})"
