@@ -2,12 +2,7 @@
 # bench/report.py --heuristic: the heuristic's run against the tuned one, shape by shape, with
 # the shapes below the untuned goal marked. Two tilenorm-bench JSON documents written here
 # stand in for a device run. Exit 77 (skipped) without python3.
-set -euo pipefail
-report="$1"
-work="$2"
-command -v python3 >/dev/null || { echo "skipped: python3 is not installed"; exit 77; }
-mkdir -p "$work"
-fail() { echo "FAIL: $*" >&2; exit 1; }
+source "$(dirname "$0")/report_test_setup.sh"
 
 # document FILE TUNING_DATABASE ROWS: a tilenorm-bench document with a 4.0 TB/s ceiling.
 document() {
