@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# scripts/sanitize-gpu-tests --split: a unit's doctest test cases run one at a time, each named
+# in the summary. A stand-in compute-sanitizer (it drops the tool's arguments and runs the test)
+# and doctest's --no-run keep this to the plumbing: no GPU work, with or without a GPU.
+# Exit 77 (skipped) without python3.
+set -euo pipefail
+script="$1"
+build="$2"
+work="$3"
+command -v python3 >/dev/null || { echo "skipped: python3 is not installed"; exit 77; }
+fail() { echo "FAIL: $*" >&2; exit 1; }
+rm -rf "$work"
+mkdir -p "$work/bin" "$work/logs"
+cat >"$work/bin/compute-sanitizer" <<'SH'
+#!/usr/bin/env bash
+shift 4  # --tool NAME --error-exitcode CODE
+exec "$@"
+SH
+chmod +x "$work/bin/compute-sanitizer"
+PATH="$work/bin:$PATH" python3 "$script" --build-dir "$build" --tool racecheck \
+  --tests '^gpu\.backward_(storage|clusters)$' --split clusters --jobs 2 --limit 60 \
+  --log-dir "$work/logs" --test-arg=--no-run >"$work/summary.txt" ||
+  fail "exit $?: $(cat "$work/summary.txt")"
+cat "$work/summary.txt"
+cases=$("$build/tests/tilenorm_gpu_tests" --list-test-cases '--test-case=backward:*clusters*' |
+  grep -c '^backward: clusters')
+[ "$cases" -ge 2 ] || fail "expected several cluster test cases, listed $cases"
+grep -q "^racecheck: $((cases + 1)) units" "$work/summary.txt" || fail "not split into $cases + 1 units"
+for k in $(seq 1 "$cases"); do
+  grep -qE "^  gpu\.backward_clusters\.$k \(backward: clusters [^)]*\): (skipped \(no GPU\)|clean)" \
+    "$work/summary.txt" || fail "no verdict for test case $k"
+  [ -f "$work/logs/racecheck-gpu.backward_clusters.$k.log" ] || fail "no log for test case $k"
+done
+grep -qE "^  gpu\.backward_storage: (skipped \(no GPU\)|clean)" "$work/summary.txt" ||
+  fail "the unit not split is missing"
+echo "sanitize-gpu-tests --split: ok"
