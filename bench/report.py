@@ -342,8 +342,8 @@ def baseline_table(tilenorm, ours, baseline_document, baseline):
              "`scripts/device-run baseline`), shape by shape; each % is of its own run's copy "
              "ceiling, and points are this run's % minus the baseline's.", "",
              ceiling_line("this run", tilenorm), ceiling_line("baseline", baseline_document)]
-    lines += [f"- **Warning:** {field} differs: this run {tilenorm[field]!r}, baseline "
-              f"{baseline_document[field]!r}."
+    lines += [f"- **Warning:** {field} differs: this run {tilenorm.get(field)!r}, baseline "
+              f"{baseline_document.get(field)!r}."
               for field in ("device", "dtype", "elements")
               if tilenorm.get(field) != baseline_document.get(field)]
     lines += ["", "| op | pass | N | M | baseline µs | baseline % | µs | % | points | config |",
@@ -431,16 +431,15 @@ def markdown(tilenorm, torch, heuristic=None, baseline=None):
         lines += [""] + untuned
     if baseline is not None:
         lines += [""] + baseline_table(tilenorm, ours, baseline, rows_by_key(baseline))
-    names = {id(heuristic): "heuristic", id(baseline): "baseline"}
-    failures = [(row, document) for document in (tilenorm, torch, heuristic, baseline)
-                if document is not None
+    runs = (("tilenorm", tilenorm), ("torch", torch), ("heuristic", heuristic),
+            ("baseline", baseline))
+    failures = [(row, run) for run, document in runs if document is not None
                 for row in document["rows"] if "error" in row]
     if failures:
         lines += ["", "Failures:"]
-        lines += [f"- {row['op']} {row_pass(row)} "
-                  f"{row.get('impl', names.get(id(document), 'tilenorm'))} "
+        lines += [f"- {row['op']} {row_pass(row)} {row.get('impl', run)} "
                   f"{shape_text(row_key(row))}: {' '.join(row['error'].split())}"
-                  for row, document in failures]  # one line each
+                  for row, run in failures]  # one line each
     return "\n".join(lines) + "\n"
 
 

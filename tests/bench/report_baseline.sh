@@ -45,6 +45,13 @@ document "$work/other.json" "NVIDIA H200" "$(row layer_norm backward 4096 150.5 
 python3 "$report" --tilenorm "$work/new.json" --baseline "$work/other.json" >"$work/other.md"
 grep -qF "**Warning:** device differs: this run 'NVIDIA H100', baseline 'NVIDIA H200'." \
   "$work/other.md" || fail "no device warning"
+# A shape the baseline failed is listed among the failures, as the baseline's.
+failed='{"op": "rms_norm", "pass": "forward", "m": 16384, "n": 4096, "row_stride": 4096,
+         "error": "launch failed"}'
+document "$work/failed.json" "NVIDIA H100" "$(row layer_norm backward 4096 150.5 89.7 a), $failed"
+python3 "$report" --tilenorm "$work/new.json" --baseline "$work/failed.json" >"$work/failed.md"
+grep -qF -- "- rms_norm forward baseline 16384x4096: launch failed" "$work/failed.md" ||
+  fail "the baseline's failure: $(grep -A3 Failures "$work/failed.md")"
 # Without --baseline there is no such table.
 python3 "$report" --tilenorm "$work/new.json" >"$work/plain.md"
 ! grep -q "against the baseline" "$work/plain.md" || fail "a baseline table without --baseline"
