@@ -308,7 +308,7 @@ struct Rows {
     // ceiling for LayerNorm, 16 threads 83.9-84.3%; RMSNorm 89.9% against 88.4%).
     const KernelPlan plan = plan_kernels(program);
     persistent = plan.persistent;
-    software_clusters_run = runs_software_clusters(plan, limits);
+    can_run_software_clusters = runs_software_clusters(plan, limits);
     // A backward with two column sums (LayerNorm's) gives each thread two vectors of a short row
     // too (tenth session, tilenorm-tune --show-candidates, bf16 N = 128, M = 2^19: 8 threads per
     // row 83.6-85.7% of the copy ceiling, 16 threads 75-78%); with one (RMSNorm) 16 threads
@@ -603,7 +603,7 @@ struct Rows {
     // the RTX 5090, RMSNorm at bf16 N = 262144 and LayerNorm at 131072 went to one CTA, which
     // spilled 3.8-11 KiB).
     const bool software_cluster =
-        software_clusters && software_clusters_run &&
+        software_clusters && can_run_software_clusters &&
         (cluster_backward || peeled_cluster_backward) &&
         (limits.clusters() ? limits.cluster_ctas < kMaxClusterCtas
                            : chunks >= (two_column_sums ? kSoftwareClusterRowVectors
@@ -946,7 +946,7 @@ struct Rows {
   bool full_vectors;         // 16-byte row vectors
   bool sixteen_bit_vectors;  // full vectors of 16-bit rows (eight elements)
   bool persistent = false;
-  bool software_clusters_run = false;  // runs_software_clusters
+  bool can_run_software_clusters = false;  // runs_software_clusters
   bool two_column_sums = false;
   bool narrow_backward = false;
   int narrowest = 0;
