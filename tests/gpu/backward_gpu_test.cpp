@@ -119,70 +119,73 @@ TEST_CASE("backward: the DyT example (learned scalar) matches the interpreter") 
   check_backward(tilenorm::backward(dyt()));
 }
 
-TEST_CASE("backward: clusters split rows, sum partials per cluster, and match the interpreter") {
+namespace {
+
+// Column gradients (LayerNorm's dW, dB), recomputed statistics, a learned scalar (DyT's alpha,
+// summed over every element), slices re-read from global memory, prefetching, pipelined
+// exchanges, one and two rows per CTA (M = 5 leaves the last CTA's second row empty), and
+// persistent grids of clusters that loop over more row blocks than fit at once (M = 1000).
+// (Staged rows are refused on clusters: see config_problem.) One test case per program, so that
+// compute-sanitizer can take them one at a time: racecheck on all three outlasts a device call.
+void check_backward_on_clusters(const tilenorm::ir::Program& program) {
   if (backward_runtime().compute_capability_major() < 9) {
     MESSAGE("skipped: thread-block clusters need sm_90 or later, this GPU is "
             << backward_runtime().arch());
     return;
   }
-  // Column gradients (LayerNorm's dW, dB), recomputed statistics, a learned scalar (DyT's
-  // alpha, summed over every element), slices re-read from global memory, prefetching,
-  // pipelined exchanges, one and two rows per CTA (M = 5 leaves the last CTA's second row
-  // empty), and persistent grids of clusters that loop over more row blocks than fit at once
-  // (M = 1000). (Staged rows are refused on clusters: see config_problem.)
-  const std::vector<tilenorm::ir::Program> programs = {
-      tilenorm::backward(tilenorm::kernels::builtin_program("layer_norm")),
-      tilenorm::backward(tilenorm::kernels::builtin_program("rms_norm"),
-                         {tilenorm::StatisticsMode::recompute}),
-      tilenorm::backward(dyt())};
-  // One subcase per program, so that compute-sanitizer can take them one at a time
-  // (--subcase=layer_norm_backward): racecheck on the whole case outlasts a device call.
-  for (const auto& program : programs) {
-    SUBCASE(program.name.c_str()) {
-      const tilenorm::Norm norm = backward_runtime().load(program);
-      for (int ctas : {2, 4, 16}) {
-        for (int storage : {0, 2, 3, 5}) {  // registers, global, prefetched, pipelined
-          for (auto [n, m, rows_per_cta] :
-               {std::tuple<std::int64_t, std::int64_t, int>{20000, 5, 1},
-                {20000, 1000, 1},
-                {65536, 5, 1},
-                {20000, 5, 2},
-                {20000, 1000, 2},
-                {8192, 37, 4}}) {
-            // (Stacked rows in global storage, which spill their column sums, are not run.)
-            if (rows_per_cta > 1 && storage == 2) continue;
-            const tilenorm::KernelConfig config{256 / rows_per_cta, rows_per_cta, 8, storage, ctas};
-            const tilenorm::KernelSpec spec{DType::bf16, DType::bf16, n, config};
-            // Invalid here, or more shared memory than a CTA may have: the launch refuses those
-            // by name.
-            if (tilenorm::config_problem(norm.lowered(), spec) ||
-                tilenorm::dynamic_shared_memory_bytes(norm.lowered(), spec) >
-                    backward_runtime().shared_memory_per_block())
-              continue;
-            CAPTURE(program.name);
-            CAPTURE(ctas);
-            CAPTURE(storage);
-            CAPTURE(n);
-            CAPTURE(m);
-            CAPTURE(rows_per_cta);
-            const auto report = tilenorm::check_against_interpreter(
-                norm, {.io_dtype = DType::bf16,
-                       .param_dtype = DType::bf16,
-                       .rows = m,
-                       .cols = n,
-                       .seed = 11u + static_cast<unsigned>(ctas * 7 + storage + 100 * rows_per_cta),
-                       .scalars = program.find_slot("eps") ? std::vector<float>{1e-2f}
-                                                           : std::vector<float>{},
-                       .config = config});
-            INFO(report.describe());
-            CHECK(report.ok());
-            CHECK(report.unwritten == 0);
-            CHECK(report.used.config.ctas_per_row == ctas);
-          }
-        }
+  const tilenorm::Norm norm = backward_runtime().load(program);
+  for (int ctas : {2, 4, 16}) {
+    for (int storage : {0, 2, 3, 5}) {  // registers, global, prefetched, pipelined
+      for (auto [n, m, rows_per_cta] : {std::tuple<std::int64_t, std::int64_t, int>{20000, 5, 1},
+                                        {20000, 1000, 1},
+                                        {65536, 5, 1},
+                                        {20000, 5, 2},
+                                        {20000, 1000, 2},
+                                        {8192, 37, 4}}) {
+        // (Stacked rows in global storage, which spill their column sums, are not run.)
+        if (rows_per_cta > 1 && storage == 2) continue;
+        const tilenorm::KernelConfig config{256 / rows_per_cta, rows_per_cta, 8, storage, ctas};
+        const tilenorm::KernelSpec spec{DType::bf16, DType::bf16, n, config};
+        // Invalid here, or more shared memory than a CTA may have: the launch refuses those by
+        // name.
+        if (tilenorm::config_problem(norm.lowered(), spec) ||
+            tilenorm::dynamic_shared_memory_bytes(norm.lowered(), spec) >
+                backward_runtime().shared_memory_per_block())
+          continue;
+        CAPTURE(ctas);
+        CAPTURE(storage);
+        CAPTURE(n);
+        CAPTURE(m);
+        CAPTURE(rows_per_cta);
+        const auto report = tilenorm::check_against_interpreter(
+            norm,
+            {.io_dtype = DType::bf16,
+             .param_dtype = DType::bf16,
+             .rows = m,
+             .cols = n,
+             .seed = 11u + static_cast<unsigned>(ctas * 7 + storage + 100 * rows_per_cta),
+             .scalars = program.find_slot("eps") ? std::vector<float>{1e-2f} : std::vector<float>{},
+             .config = config});
+        INFO(report.describe());
+        CHECK(report.ok());
+        CHECK(report.unwritten == 0);
+        CHECK(report.used.config.ctas_per_row == ctas);
       }
     }
   }
+}
+
+}  // namespace
+
+TEST_CASE("backward: clusters split LayerNorm rows and match the interpreter") {
+  check_backward_on_clusters(tilenorm::backward(tilenorm::kernels::builtin_program("layer_norm")));
+}
+TEST_CASE("backward: clusters split recomputing RMSNorm rows, match the interpreter") {
+  check_backward_on_clusters(tilenorm::backward(tilenorm::kernels::builtin_program("rms_norm"),
+                                                {tilenorm::StatisticsMode::recompute}));
+}
+TEST_CASE("backward: clusters split DyT rows (a learned scalar), match the interpreter") {
+  check_backward_on_clusters(tilenorm::backward(dyt()));
 }
 
 TEST_CASE("backward: clusters take bf16 rows of 1024 vectors, four stacked per CTA") {
