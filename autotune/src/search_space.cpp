@@ -36,7 +36,11 @@ std::vector<int> domain_for_field(const std::string& field, DType io_dtype, DTyp
   if (field == "threads_per_row") return powers_of_two(1, 1024);
   if (field == "rows_per_cta") return powers_of_two(1, 64);
   if (field == "vec") return powers_of_two(1, widest_vec(io_dtype, param_dtype));
-  if (field == "ctas_per_row") return powers_of_two(1, kMaxClusterCtas);
+  if (field == "ctas_per_row") {
+    std::vector<int> sizes(kMaxClusterCtas);
+    for (int ctas = 1; ctas <= kMaxClusterCtas; ++ctas) sizes[ctas - 1] = ctas;
+    return sizes;
+  }
   if (field == "row_storage") {
     std::vector<int> storages(kRowStorageCount);
     for (int storage = 0; storage < kRowStorageCount; ++storage) storages[storage] = storage;
@@ -141,6 +145,24 @@ std::optional<PrunedCandidate> prune(const Context& context, const KernelConfig&
                                               ": the device runs clusters of at most " +
                                               std::to_string(context.limits.cluster_ctas) +
                                               " CTAs" + no_software_clusters);
+  }
+  // Clusters of 3, 5, 6, 7, 9-15 CTAs are for forward rows that no power of two splits into
+  // whole sweeps (bf16 N = 43008: 5376 vectors, 7 x 256 threads x 3): where their slices are
+  // ragged too, a power of two does as well, so they are not searched, nor for backwards, whose
+  // clusters stay on powers of two (both keep the space within its budget).
+  const bool odd_cluster = (config.ctas_per_row & (config.ctas_per_row - 1)) != 0;
+  const std::int64_t sweep = std::int64_t{config.ctas_per_row} * config.threads_per_row;
+  if (odd_cluster &&
+      (context.peel_rows || context.plan.needs_finish() || vectors_per_row % sweep != 0)) {
+    std::string why = "its sweeps of " + std::to_string(sweep) + " vectors do not tile a row of " +
+                      std::to_string(vectors_per_row);
+    if (context.peel_rows) why = "the rows are peeled";
+    if (context.plan.needs_finish()) why = "the program sums across rows";
+    return pruned(PruneRule::ragged_odd_cluster,
+                  "a cluster of " + std::to_string(config.ctas_per_row) +
+                      " CTAs (not a power of two) is searched for forwards whose rows its sweeps "
+                      "tile exactly; " +
+                      why);
   }
   if (config.ctas_per_row > 1 &&
       (vectors_per_row < kClusterMinRowVectors ||
@@ -256,15 +278,17 @@ std::optional<PrunedCandidate> prune(const Context& context, const KernelConfig&
   const std::int64_t vectors_per_thread = ceil_div(vectors_per_row, row_threads);
   // Rows too long for four vectors per thread on 16 CTAs of 512 threads may take eight, and so
   // may a forward's prefetched slices of full 16-byte vectors that tile the row exactly (the
-  // heuristic's choice for long rows: see heuristic_config).
+  // heuristic's choice for long rows: see heuristic_config); on a cluster other than a power of
+  // two, five to eight (bf16 N = 51200: 6400 vectors on 5 x 256 threads x 5).
   const std::int64_t cluster_max_vectors =
       vectors_per_row > kMaxClusterCtas * kLongSliceThreads * kClusterVectorsPerThread
           ? 2 * kClusterVectorsPerThread
           : kClusterVectorsPerThread;
-  const bool long_forward_slices = !persistent && config.vec * element_bytes == 16 &&
-                                   storage == RowStorage::prefetched &&
-                                   vectors_per_thread == 2 * kClusterVectorsPerThread &&
-                                   row_threads * vectors_per_thread == vectors_per_row;
+  const bool long_forward_slices =
+      !persistent && config.vec * element_bytes == 16 && storage == RowStorage::prefetched &&
+      (odd_cluster ? vectors_per_thread <= 2 * kClusterVectorsPerThread
+                   : vectors_per_thread == 2 * kClusterVectorsPerThread) &&
+      row_threads * vectors_per_thread == vectors_per_row;
   if (config.ctas_per_row > 1 && vectors_per_thread > cluster_max_vectors && !long_forward_slices) {
     return pruned(PruneRule::needless_cluster,
                   std::to_string(vectors_per_thread) +
@@ -341,6 +365,8 @@ std::string_view prune_rule_name(PruneRule rule) {
       return "dominated storage";
     case PruneRule::spilled_partials:
       return "partial sums spill";
+    case PruneRule::ragged_odd_cluster:
+      return "ragged odd-sized cluster";
   }
   return "?";
 }

@@ -727,12 +727,27 @@ __device__ __forceinline__ Comoment load_comoment(const float* fields, int field
   return {fields[0], fields[field_stride], fields[2 * field_stride], fields[3 * field_stride]};
 }
 
-// Combines Count states (a power of two, at most 32) that every lane can load: lane i loads
-// state i % Count, and a butterfly over groups of Count lanes leaves every lane with the
-// total, log2(Count) combines deep, with pairs of equal counts at every level.
+// Combines Count states (at most 32) that every lane can load: lane i loads state i % Width,
+// Width the smallest power of two >= Count, and a butterfly over groups of Width lanes leaves
+// every lane with the total, log2(Width) combines deep. With Count a power of two the pairs
+// have equal counts at every level; otherwise (a cluster of 3, 5, 6, ... CTAs) the lanes past
+// Count load the empty state, which takes any counts' combine.
+__host__ __device__ constexpr int butterfly_width(int count) {
+  int width = 1;
+  while (width < count) width *= 2;
+  return width;
+}
 template <int Count, Counts C, bool Same, class Load>
 __device__ __forceinline__ Comoment combine_comoment_states(Load state) {
-  return comoment_allreduce<Count, C, Same>(state(static_cast<int>(threadIdx.x % 32) % Count));
+  static_assert(Count >= 1 && Count <= 32, "at most a warp of states");
+  constexpr int Width = butterfly_width(Count);
+  const int i = static_cast<int>(threadIdx.x % 32) % Width;
+  if constexpr (Width == Count) {
+    return comoment_allreduce<Count, C, Same>(state(i));
+  } else {
+    return comoment_allreduce<Width, Counts::any, Same>(i < Count ? state(i)
+                                                                  : comoment_identity());
+  }
 }
 
 // Combines `Count` per-warp states, each stored as consecutive fields, `stride` floats apart.

@@ -509,6 +509,29 @@ struct Rows {
     return config;
   }
 
+  // A co-moment forward (LayerNorm) whose row no power-of-two cluster tiles in whole sweeps
+  // (between the rows of 16 x 128 threads of two and of four vectors, bf16 LayerNorm measured
+  // 54-79% of the copy ceiling where exact tilings measured 84-89: forty-third session, call 5)
+  // takes a cluster of another size whose sweeps tile it exactly, prefetched: the most vectors
+  // per thread up to eight, then the widest CTAs, of the slices measured on powers of two
+  // (eighteenth session: 64 or 128 threads of eight vectors; 256 threads of eight took about
+  // 168 registers, one CTA per SM). bf16 N = 43008 (5376 vectors): 6 x 128 threads x 7.
+  std::optional<KernelConfig> odd_cluster_tiling(int most_ctas) const {
+    for (std::int64_t per_thread = 2 * kClusterVectorsPerThread; per_thread > 2; --per_thread) {
+      const int widest = per_thread > kClusterVectorsPerThread ? 128 : 256;
+      for (int threads = widest; threads >= kSmallForwardCta; threads /= 2) {
+        const std::int64_t sweep = per_thread * threads;
+        if (chunks % sweep != 0) continue;
+        const std::int64_t ctas = chunks / sweep;
+        if (ctas < 3 || ctas > most_ctas || next_power_of_two(ctas) == ctas) continue;
+        const KernelConfig config{threads, 1, vec, static_cast<int>(RowStorage::prefetched),
+                                  static_cast<int>(ctas)};
+        if (fits(config)) return config;
+      }
+    }
+    return std::nullopt;
+  }
+
   std::optional<KernelConfig> on_clusters(bool software_clusters) const {
     // A 16-bit backward with one column sum (RMSNorm's dweight) that reads saved statistics takes
     // a cluster already at kClusterRowVectors (fifteenth session, run 1, the benchmark, bf16 N =
@@ -701,6 +724,9 @@ struct Rows {
           const KernelConfig config{static_cast<int>(threads), 1, vec,
                                     static_cast<int>(RowStorage::prefetched), long_ctas};
           if (fits(config)) return config;
+        }
+        if (comoments && !peel_rows) {
+          if (std::optional<KernelConfig> odd = odd_cluster_tiling(most_ctas)) return odd;
         }
       }
       // A forward whose slices on a cluster of 16 would take more than 512 threads of four

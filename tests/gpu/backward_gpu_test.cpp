@@ -127,14 +127,15 @@ namespace {
 // persistent grids of clusters that loop over more row blocks than fit at once (M = 1000).
 // (Staged rows are refused on clusters: see config_problem.) One test case per program, so that
 // compute-sanitizer can take them one at a time: racecheck on all three outlasts a device call.
-void check_backward_on_clusters(const tilenorm::ir::Program& program) {
+void check_backward_on_clusters(const tilenorm::ir::Program& program,
+                                std::initializer_list<int> cluster_sizes = {2, 4, 16}) {
   if (backward_runtime().compute_capability_major() < 9) {
     MESSAGE("skipped: thread-block clusters need sm_90 or later, this GPU is "
             << backward_runtime().arch());
     return;
   }
   const tilenorm::Norm norm = backward_runtime().load(program);
-  for (int ctas : {2, 4, 16}) {
+  for (int ctas : cluster_sizes) {
     for (int storage : {0, 2, 3, 5}) {  // registers, global, prefetched, pipelined
       for (auto [n, m, rows_per_cta] : {std::tuple<std::int64_t, std::int64_t, int>{20000, 5, 1},
                                         {20000, 1000, 1},
@@ -180,12 +181,21 @@ void check_backward_on_clusters(const tilenorm::ir::Program& program) {
 TEST_CASE("backward: clusters split LayerNorm rows and match the interpreter") {
   check_backward_on_clusters(tilenorm::backward(tilenorm::kernels::builtin_program("layer_norm")));
 }
-TEST_CASE("backward: clusters split recomputing RMSNorm rows, match the interpreter") {
+TEST_CASE("backward: clusters split RMSNorm rows and recompute, match the interpreter") {
   check_backward_on_clusters(tilenorm::backward(tilenorm::kernels::builtin_program("rms_norm"),
                                                 {tilenorm::StatisticsMode::recompute}));
 }
-TEST_CASE("backward: clusters split DyT rows (a learned scalar), match the interpreter") {
+TEST_CASE("backward: clusters split DyT rows and sum its scalar, match the interpreter") {
   check_backward_on_clusters(tilenorm::backward(dyt()));
+}
+
+// Clusters need not be a power of two: three, six and twelve CTAs (non-portable).
+TEST_CASE("backward: clusters of 3, 6 and 12 CTAs split rows and match the interpreter") {
+  check_backward_on_clusters(tilenorm::backward(tilenorm::kernels::builtin_program("layer_norm")),
+                             {3, 6, 12});
+  check_backward_on_clusters(tilenorm::backward(tilenorm::kernels::builtin_program("rms_norm"),
+                                                {tilenorm::StatisticsMode::recompute}),
+                             {3, 6, 12});
 }
 
 TEST_CASE("backward: clusters take bf16 rows of 1024 vectors, four stacked per CTA") {

@@ -397,3 +397,59 @@ TEST_CASE("clusters of every size split a row and give the interpreter's results
     CHECK(checked_by_storage[static_cast<int>(storage)] >= 10);
   }
 }
+
+TEST_CASE("clusters of sizes other than powers of two split a row and match the interpreter") {
+  if (shared_runtime().compute_capability_major() < 9) {
+    MESSAGE("skipped: thread-block clusters need sm_90 or later, this GPU is "
+            << shared_runtime().arch());
+    return;
+  }
+  // Three, six, seven (the heuristic's sizes for rows that no power of two tiles) and twelve
+  // CTAs (non-portable, past eight): a row each size tiles exactly in sweeps of three vectors
+  // per thread, a ragged one (N = 20000), a peeled one (N = 20001); LayerNorm's co-moments
+  // combine over a butterfly padded with empty states, RMSNorm's sums in rank order. Persistent
+  // clusters also at M = 600, several row blocks each.
+  using tilenorm::RowStorage;
+  int checked = 0;
+  for (const char* name : {"layer_norm", "rms_norm"}) {
+    const tilenorm::Norm& norm = tilenorm::kernels::builtin(shared_runtime(), name);
+    for (int ctas : {3, 6, 7, 12}) {
+      for (RowStorage storage :
+           {RowStorage::registers, RowStorage::prefetched, RowStorage::pipelined}) {
+        for (int rows_per_cta : {1, 2}) {
+          const int threads = 256 / rows_per_cta;
+          for (std::int64_t n :
+               {std::int64_t{ctas} * threads * 8 * 3, std::int64_t{20000}, std::int64_t{20001}}) {
+            const tilenorm::KernelConfig config{threads, rows_per_cta, 8, static_cast<int>(storage),
+                                                ctas};
+            const tilenorm::KernelSpec spec{DType::bf16, DType::bf16, n, config, n % 8 != 0};
+            if (tilenorm::config_problem(norm.lowered(), spec)) continue;
+            const bool persistent = tilenorm::fetches_ahead(storage);
+            for (std::int64_t m :
+                 persistent ? std::vector<std::int64_t>{37, 600} : std::vector<std::int64_t>{37}) {
+              for (const tilenorm::Norm* checked_norm : norms_for(name, spec, norm.lowered())) {
+                CAPTURE(name);
+                CAPTURE(config.describe());
+                CAPTURE(n);
+                CAPTURE(m);
+                const auto report = tilenorm::check_against_interpreter(
+                    *checked_norm, {.io_dtype = DType::bf16,
+                                    .param_dtype = DType::bf16,
+                                    .rows = m,
+                                    .cols = n,
+                                    .seed = 13u + ctas + 100 * checked,
+                                    .config = config});
+                INFO(report.describe());
+                CHECK(report.ok());
+                CHECK(report.unwritten == 0);
+                CHECK(report.used.config == config);
+                ++checked;
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  CHECK(checked >= 60);
+}

@@ -1123,9 +1123,15 @@ TEST_CASE("codegen: config_problem names what is wrong with a configuration") {
   CHECK(problem("rms_norm", DType::bf16, 8192, too_many) ==
         "ctas_per_row 16 is too many for 1024 vectors per row at threads_per_row 256: the last "
         "CTA of a cluster would get no columns");
-  too_many.ctas_per_row = 3;
+  too_many.ctas_per_row = 17;
   CHECK(problem("rms_norm", DType::bf16, 65536, too_many) ==
-        "ctas_per_row must be a power of two in 1..16, got 3");
+        "ctas_per_row must be in 1..16, got 17");
+  too_many.ctas_per_row = 0;
+  CHECK(problem("rms_norm", DType::bf16, 65536, too_many) ==
+        "ctas_per_row must be in 1..16, got 0");
+  // Clusters need not be a power of two: 7 x 256 threads x 3 vectors tile 43008 bf16 columns.
+  too_many.ctas_per_row = 7;
+  CHECK(problem("layer_norm", DType::bf16, 43008, too_many).empty());
   // cp.async moves 4, 8 or 16 bytes: staged bf16 rows need at least two per chunk.
   CHECK(problem("rms_norm_backward", DType::bf16, 1024, config(128, 1, 1, RowStorage::staged)) ==
         "staged rows are copied by cp.async, which moves 4, 8 or 16 bytes: row input 'x' has "
@@ -1546,11 +1552,19 @@ TEST_CASE("codegen: forwards keep eight vectors per thread on clusters, where me
   CHECK(n131072.ctas_per_row == 16);
   CHECK(n131072.threads_per_row == 256);
   CHECK(std::int64_t{n131072.threads_per_row} * 4 * n131072.vec * n131072.ctas_per_row == 131072);
+  // LayerNorm's rows that no power of two tiles take a cluster of another size that does, of
+  // up to eight vectors per thread on 64 or 128 threads (6144 vectors: 6 x 128 x 8).
+  const KernelConfig odd = forward("layer_norm", DType::bf16, DType::bf16, 49152, false);
+  CHECK(odd.ctas_per_row == 6);
+  CHECK(odd.threads_per_row == 128);
+  CHECK(static_cast<RowStorage>(odd.row_storage) == RowStorage::prefetched);
   for (const char* name : {"layer_norm", "rms_norm"}) {
     CAPTURE(name);
-    const KernelConfig ragged = forward(name, DType::bf16, DType::bf16, 49152, false);
-    CHECK(ragged.ctas_per_row > 1);
-    CHECK(std::int64_t{ragged.threads_per_row} * 8 * ragged.vec * ragged.ctas_per_row != 49152);
+    if (name == std::string("rms_norm")) {
+      const KernelConfig ragged = forward(name, DType::bf16, DType::bf16, 49152, false);
+      CHECK(ragged.ctas_per_row == 16);
+      CHECK(std::int64_t{ragged.threads_per_row} * 8 * ragged.vec * ragged.ctas_per_row != 49152);
+    }
     CHECK(forward(name, DType::bf16, DType::bf16, 65536, true) ==
           forward(name, DType::bf16, DType::bf16, 65536, false));
     // 65537 and 65535 hold 8192 and 8191 whole vectors: the slices of 65536.

@@ -45,6 +45,8 @@ enum class PruneRule {
   stacked_rows,       // rows stacked past a 256-thread CTA
   dominated_storage,  // shared/global while the row fits registers with <= 32 values per thread
   spilled_partials,   // column partial sums in registers past the per-thread budget: they spill
+  ragged_odd_cluster,  // a cluster of a size not a power of two but for a forward whose
+                       // slices tile the row exactly
 };
 std::string_view prune_rule_name(PruneRule rule);
 
