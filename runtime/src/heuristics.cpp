@@ -509,25 +509,27 @@ struct Rows {
     return config;
   }
 
-  // A co-moment forward (LayerNorm) whose row no power-of-two cluster tiles in whole sweeps
-  // (between the rows of 16 x 128 threads of two and of four vectors, bf16 LayerNorm measured
-  // 54-79% of the copy ceiling where exact tilings measured 84-89: forty-third session, call 5)
-  // takes a cluster of another size whose sweeps tile it exactly, prefetched: the most vectors
-  // per thread up to eight, then the widest CTAs, of the slices measured on powers of two
-  // (eighteenth session: 64 or 128 threads of eight vectors; 256 threads of eight took about
-  // 168 registers, one CTA per SM). bf16 N = 43008 (5376 vectors): 6 x 128 threads x 7.
+  // A co-moment forward (LayerNorm) whose row no power-of-two cluster tiles in sweeps of eight
+  // vectors per thread takes a cluster of another size that does, on 128 or 64 threads
+  // (prefetched, as the power-of-two tilings below; 256 threads of eight 16-bit vectors took
+  // about 168 registers, one CTA per SM). Fiftieth session, the benchmark, M = 2^26 / N, an
+  // H100 (3.02 TB/s), against 16 x 128 or 16 x 256 threads of ragged slices in the same call,
+  // points of the copy ceiling: bf16 N = 45056 (11 x 64) +0.6, 49152 (6 x 128) +3.3, 53248
+  // (13 x 64) -0.1, 57344 (7 x 128) +2.7, 61440 (15 x 64) +4.2, 98304 (12 x 128) +2.5; fp32 N =
+  // 20480 (5 x 128) +1.4, 22528 +5.3, 24576 +0.5, 26624 +2.8, 28672 +1.6, 30720 +2.7, 36864
+  // (9 x 128) -3.4, 49152 +1.7, 57344 +3.4, 61440 +2.7. Slices of five to seven vectors lost
+  // (bf16 43008 on 6 x 128 x 7 -1.9, 51200 on 10 x 128 x 5 -1.8; fp32 43008 on 12 x 128 x 7
+  // -0.3), so those rows keep the ragged power of two.
   std::optional<KernelConfig> odd_cluster_tiling(int most_ctas) const {
-    for (std::int64_t per_thread = 2 * kClusterVectorsPerThread; per_thread > 2; --per_thread) {
-      const int widest = per_thread > kClusterVectorsPerThread ? 128 : 256;
-      for (int threads = widest; threads >= kSmallForwardCta; threads /= 2) {
-        const std::int64_t sweep = per_thread * threads;
-        if (chunks % sweep != 0) continue;
-        const std::int64_t ctas = chunks / sweep;
-        if (ctas < 3 || ctas > most_ctas || next_power_of_two(ctas) == ctas) continue;
-        const KernelConfig config{threads, 1, vec, static_cast<int>(RowStorage::prefetched),
-                                  static_cast<int>(ctas)};
-        if (fits(config)) return config;
-      }
+    constexpr std::int64_t per_thread = 2 * kClusterVectorsPerThread;
+    for (int threads : {128, 64}) {
+      const std::int64_t sweep = per_thread * threads;
+      if (chunks % sweep != 0) continue;
+      const std::int64_t ctas = chunks / sweep;
+      if (ctas < 3 || ctas > most_ctas || next_power_of_two(ctas) == ctas) continue;
+      const KernelConfig config{threads, 1, vec, static_cast<int>(RowStorage::prefetched),
+                                static_cast<int>(ctas)};
+      if (fits(config)) return config;
     }
     return std::nullopt;
   }
