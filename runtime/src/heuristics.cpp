@@ -514,12 +514,13 @@ struct Rows {
   // (prefetched, as the power-of-two tilings below; 256 threads of eight 16-bit vectors took
   // about 168 registers, one CTA per SM). Fiftieth session, the benchmark, M = 2^26 / N, an
   // H100 (3.02 TB/s), against 16 x 128 or 16 x 256 threads of ragged slices in the same call,
-  // points of the copy ceiling: bf16 N = 45056 (11 x 64) +0.6, 49152 (6 x 128) +3.3, 53248
-  // (13 x 64) -0.1, 57344 (7 x 128) +2.7, 61440 (15 x 64) +4.2, 98304 (12 x 128) +2.5; fp32 N =
-  // 20480 (5 x 128) +1.4, 22528 +5.3, 24576 +0.5, 26624 +2.8, 28672 +1.6, 30720 +2.7, 36864
-  // (9 x 128) -3.4, 49152 +1.7, 57344 +3.4, 61440 +2.7. Slices of five to seven vectors lost
-  // (bf16 43008 on 6 x 128 x 7 -1.9, 51200 on 10 x 128 x 5 -1.8; fp32 43008 on 12 x 128 x 7
-  // -0.3), so those rows keep the ragged power of two.
+  // points of the copy ceiling (two calls where two are given): bf16 N = 45056 (11 x 64)
+  // +0.6 / -0.3, 49152 (6 x 128) +3.3 / +3.6, 53248 (13 x 64) -0.1 / +1.8, 57344 (7 x 128)
+  // +2.7 / +2.8, 61440 (15 x 64) +4.2 / +4.5, 98304 (12 x 128) +2.5 / +3.1; fp32 N = 20480
+  // (5 x 128) +1.4 / +1.1, 22528 +5.3 / +3.8, 24576 +0.5, 26624 +2.8 / +3.1, 28672 +1.6, 30720
+  // +2.7 / +2.3, 36864 (9 x 128) -3.4 / -3.4, 49152 +1.7, 57344 +3.4 / +2.8, 61440 +2.7.
+  // Slices of five to seven vectors lost (bf16 43008 on 6 x 128 x 7 -1.9, 51200 on 10 x 128 x 5
+  // -1.8; fp32 43008 on 12 x 128 x 7 -0.3), so those rows keep the ragged power of two.
   std::optional<KernelConfig> odd_cluster_tiling(int most_ctas) const {
     constexpr std::int64_t per_thread = 2 * kClusterVectorsPerThread;
     for (int threads : {128, 64}) {

@@ -260,6 +260,25 @@ TEST_CASE("search space: each pruning rule reports its reason") {
   expect(pruned_entry(forward_131072, pipelined_eight), PruneRule::needless_cluster,
          "8 vectors per thread in a cluster: a cluster is for short slices (at most 4 per thread)");
 
+  // Clusters of other sizes than powers of two are searched for forwards whose rows their sweeps
+  // tile exactly (5376 vectors: 7 x 128 x 6, 7 x 256 x 3, 14 x 64 x 6), with up to eight vectors
+  // per thread; not where the sweeps are ragged, nor for backwards.
+  tilenorm::KernelConfig seven = config(128, 1, 8, RowStorage::prefetched);
+  seven.ctas_per_row = 7;
+  const auto forward_43008 = tilenorm::explore_search_space(lowered("layer_norm"), DType::bf16,
+                                                            DType::bf16, 43008, limits);
+  CHECK(survives(forward_43008.candidates, seven));
+  tilenorm::KernelConfig five = seven;
+  five.ctas_per_row = 5;
+  expect(pruned_entry(forward_43008, five), PruneRule::ragged_odd_cluster,
+         "a cluster of 5 CTAs (not a power of two) is searched for forwards whose rows its sweeps "
+         "tile exactly; its sweeps of 640 vectors do not tile a row of 5376");
+  const auto backward_43008 = tilenorm::explore_search_space(
+      lowered("layer_norm_backward"), DType::bf16, DType::bf16, 43008, limits);
+  expect(pruned_entry(backward_43008, seven), PruneRule::ragged_odd_cluster,
+         "a cluster of 7 CTAs (not a power of two) is searched for forwards whose rows its sweeps "
+         "tile exactly; the program sums across rows");
+
   // A backward that sums across rows peels only rows of 256 vectors and more (peels_rows):
   // contiguous rows of N = 1001 allow vec 1 only.
   const auto n1001 = tilenorm::explore_search_space(lowered("layer_norm_backward"), DType::bf16,
