@@ -330,6 +330,42 @@ TEST_CASE("every row storage mode gives the same results") {
   }
 }
 
+namespace {
+
+// Checks the bf16 kernel of `config` on rows of N (peeled where N is not a multiple of 8) against
+// the interpreter, at each row count, with every way of shifting peeled rows the spec allows.
+// Returns the launches checked: none where config_problem refuses the configuration.
+int check_on_cluster(const char* name, const tilenorm::Norm& norm,
+                     const tilenorm::KernelConfig& config, std::int64_t n,
+                     const std::vector<std::int64_t>& row_counts, unsigned seed) {
+  const tilenorm::KernelSpec spec{DType::bf16, DType::bf16, n, config, n % 8 != 0};
+  if (tilenorm::config_problem(norm.lowered(), spec)) return 0;
+  int checked = 0;
+  for (std::int64_t m : row_counts) {
+    for (const tilenorm::Norm* checked_norm : norms_for(name, spec, norm.lowered())) {
+      CAPTURE(name);
+      CAPTURE(config.describe());
+      CAPTURE(n);
+      CAPTURE(m);
+      const auto report = tilenorm::check_against_interpreter(
+          *checked_norm, {.io_dtype = DType::bf16,
+                          .param_dtype = DType::bf16,
+                          .rows = m,
+                          .cols = n,
+                          .seed = seed + 100 * static_cast<unsigned>(checked),
+                          .config = config});
+      INFO(report.describe());
+      CHECK(report.ok());
+      CHECK(report.unwritten == 0);
+      CHECK(report.used.config == config);
+      ++checked;
+    }
+  }
+  return checked;
+}
+
+}  // namespace
+
 TEST_CASE("clusters of every size split a row and give the interpreter's results") {
   if (shared_runtime().compute_capability_major() < 9) {
     MESSAGE("skipped: thread-block clusters need sm_90 or later, this GPU is "
@@ -358,32 +394,14 @@ TEST_CASE("clusters of every size split a row and give the interpreter's results
           for (std::int64_t n : {20000, 20001, 65536}) {
             const tilenorm::KernelConfig config{256 / rows_per_cta, rows_per_cta, 8,
                                                 static_cast<int>(storage), ctas};
-            const tilenorm::KernelSpec spec{DType::bf16, DType::bf16, n, config, n % 8 != 0};
-            if (tilenorm::config_problem(norm.lowered(), spec)) continue;
             const bool persistent = tilenorm::fetches_ahead(storage);
-            for (std::int64_t m : persistent&& n < 65536 ? std::vector<std::int64_t>{37, 600}
-                                                         : std::vector<std::int64_t>{37}) {
-              for (const tilenorm::Norm* checked_norm : norms_for(name, spec, norm.lowered())) {
-                CAPTURE(name);
-                CAPTURE(ctas);
-                CAPTURE(config.describe());
-                CAPTURE(n);
-                CAPTURE(m);
-                const auto report = tilenorm::check_against_interpreter(
-                    *checked_norm, {.io_dtype = DType::bf16,
-                                    .param_dtype = DType::bf16,
-                                    .rows = m,
-                                    .cols = n,
-                                    .seed = 7u + ctas + 100 * checked,
-                                    .config = config});
-                INFO(report.describe());
-                CHECK(report.ok());
-                CHECK(report.unwritten == 0);
-                CHECK(report.used.config == config);
-                ++checked;
-                ++checked_by_storage[static_cast<int>(storage)];
-              }
-            }
+            const int runs =
+                check_on_cluster(name, norm, config, n,
+                                 persistent && n < 65536 ? std::vector<std::int64_t>{37, 600}
+                                                         : std::vector<std::int64_t>{37},
+                                 7u + ctas + 100 * checked);
+            checked += runs;
+            checked_by_storage[static_cast<int>(storage)] += runs;
           }
         }
       }
@@ -422,30 +440,11 @@ TEST_CASE("clusters of sizes other than powers of two split a row and match the 
                {std::int64_t{ctas} * threads * 8 * 3, std::int64_t{20000}, std::int64_t{20001}}) {
             const tilenorm::KernelConfig config{threads, rows_per_cta, 8, static_cast<int>(storage),
                                                 ctas};
-            const tilenorm::KernelSpec spec{DType::bf16, DType::bf16, n, config, n % 8 != 0};
-            if (tilenorm::config_problem(norm.lowered(), spec)) continue;
-            const bool persistent = tilenorm::fetches_ahead(storage);
-            for (std::int64_t m :
-                 persistent ? std::vector<std::int64_t>{37, 600} : std::vector<std::int64_t>{37}) {
-              for (const tilenorm::Norm* checked_norm : norms_for(name, spec, norm.lowered())) {
-                CAPTURE(name);
-                CAPTURE(config.describe());
-                CAPTURE(n);
-                CAPTURE(m);
-                const auto report = tilenorm::check_against_interpreter(
-                    *checked_norm, {.io_dtype = DType::bf16,
-                                    .param_dtype = DType::bf16,
-                                    .rows = m,
-                                    .cols = n,
-                                    .seed = 13u + ctas + 100 * checked,
-                                    .config = config});
-                INFO(report.describe());
-                CHECK(report.ok());
-                CHECK(report.unwritten == 0);
-                CHECK(report.used.config == config);
-                ++checked;
-              }
-            }
+            checked += check_on_cluster(name, norm, config, n,
+                                        tilenorm::fetches_ahead(storage)
+                                            ? std::vector<std::int64_t>{37, 600}
+                                            : std::vector<std::int64_t>{37},
+                                        13u + ctas + 100 * checked);
           }
         }
       }
