@@ -15,6 +15,7 @@
 #include "gemma_rms_norm.hpp"
 #include "layer_norm_determinism.hpp"
 #include "quick_mode.hpp"
+#include "runs_clusters.hpp"
 #include "tilenorm/runtime/check.hpp"
 #include "tilenorm/runtime/driver.hpp"
 
@@ -129,11 +130,7 @@ namespace {
 // compute-sanitizer can take them one at a time: racecheck on all three outlasts a device call.
 void check_backward_on_clusters(const tilenorm::ir::Program& program,
                                 std::initializer_list<int> cluster_sizes = {2, 4, 16}) {
-  if (backward_runtime().compute_capability_major() < 9) {
-    MESSAGE("skipped: thread-block clusters need sm_90 or later, this GPU is "
-            << backward_runtime().arch());
-    return;
-  }
+  if (!runs_clusters(backward_runtime())) return;
   const tilenorm::Norm norm = backward_runtime().load(program);
   for (int ctas : cluster_sizes) {
     for (int storage : {0, 2, 3, 5}) {  // registers, global, prefetched, pipelined
@@ -201,11 +198,7 @@ TEST_CASE("backward: clusters of 3, 6 and 12 CTAs split RMSNorm rows, match the 
 }
 
 TEST_CASE("backward: clusters take bf16 rows of 1024 vectors, four stacked per CTA") {
-  if (backward_runtime().compute_capability_major() < 9) {
-    MESSAGE("skipped: thread-block clusters need sm_90 or later, this GPU is "
-            << backward_runtime().arch());
-    return;
-  }
+  if (!runs_clusters(backward_runtime())) return;
   // The heuristic's own choice (no config given): backwards that read saved statistics split
   // N = 8192 across 4 CTAs of four rows each; M = 37 leaves the last CTA one row.
   for (const char* name : {"layer_norm", "rms_norm"}) {

@@ -14,6 +14,7 @@
 #include "four_reductions.hpp"
 #include "gemma_rms_norm.hpp"
 #include "quick_mode.hpp"
+#include "runs_clusters.hpp"
 #include "tilenorm/runtime/check.hpp"
 #include "tilenorm/runtime/driver.hpp"
 #include "tilenorm/runtime/heuristics.hpp"
@@ -367,11 +368,7 @@ int check_on_cluster(const char* name, const tilenorm::Norm& norm,
 }  // namespace
 
 TEST_CASE("clusters of every size split a row and give the interpreter's results") {
-  if (shared_runtime().compute_capability_major() < 9) {
-    MESSAGE("skipped: thread-block clusters need sm_90 or later, this GPU is "
-            << shared_runtime().arch());
-    return;
-  }
+  if (!runs_clusters(shared_runtime())) return;
   // Each cluster size, one and two rows per CTA, eight (row groups of one warp, which exchange
   // their totals together) on clusters of 16, M = 37 (a last row block short of a CTA's rows), a
   // ragged last slice (N = 20000), and LayerNorm (a co-moment exchanged as four floats) beside
@@ -417,11 +414,7 @@ TEST_CASE("clusters of every size split a row and give the interpreter's results
 }
 
 TEST_CASE("clusters of sizes other than powers of two split a row and match the interpreter") {
-  if (shared_runtime().compute_capability_major() < 9) {
-    MESSAGE("skipped: thread-block clusters need sm_90 or later, this GPU is "
-            << shared_runtime().arch());
-    return;
-  }
+  if (!runs_clusters(shared_runtime())) return;
   // Three, six, seven (the heuristic's sizes for rows that no power of two tiles) and twelve
   // CTAs (non-portable, past eight): a row each size tiles exactly in sweeps of three vectors
   // per thread, a ragged one (N = 20000), a peeled one (N = 20001); LayerNorm's co-moments
