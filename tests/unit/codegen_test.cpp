@@ -2060,6 +2060,15 @@ TEST_CASE("codegen: every built-in kernel, forward and backward, compiles for sm
       {DType::bf16, DType::bf16, 5120, config(512, 1, 8, RowStorage::prefetched)});
   add("rms_norm_backward_recompute",
       {DType::f16, DType::f16, 1000, config(128, 2, 8, RowStorage::prefetched)});
+  // Clusters of sizes other than powers of two: the heuristic's (LayerNorm bf16 N = 57344 on 7,
+  // fp32 22528 on 11), pipelined, and backwards on 6 and 12 (past the portable 8).
+  add("layer_norm", heuristic_spec(lowered("layer_norm"), DType::bf16, 57344));
+  add("layer_norm", heuristic_spec(lowered("layer_norm"), DType::f32, 22528));
+  add("layer_norm", {DType::bf16, DType::bf16, 43008, {256, 1, 8, 5, 7}});
+  add("layer_norm_backward", {DType::bf16, DType::bf16, 20000, {256, 1, 8, 3, 6}});
+  add("rms_norm_backward_recompute", {DType::bf16, DType::bf16, 20000, {128, 1, 8, 5, 12}});
+  CHECK(heuristic_spec(lowered("layer_norm"), DType::bf16, 57344).config.ctas_per_row == 7);
+  CHECK(heuristic_spec(lowered("layer_norm"), DType::f32, 22528).config.ctas_per_row == 11);
   // The shapes above cover every storage strategy and clusters through the heuristic too.
   CHECK(static_cast<RowStorage>(
             heuristic_spec(lowered("rms_norm"), DType::f32, 32768, a100).config.row_storage) ==
