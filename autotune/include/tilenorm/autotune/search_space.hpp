@@ -27,26 +27,26 @@ std::vector<FieldDomain> search_domains(DType io_dtype, DType param_dtype);
 // The rules that remove a configuration, checked in this order (the first one that applies is
 // the one reported).
 enum class PruneRule {
-  invalid_config,     // config_problem(): divisibility, register budget, vec width, block size
-  shared_memory,      // dynamic shared memory over the device's per-block limit
-  misaligned_vec,     // contiguous rows of N elements are not aligned for this vec
-  narrower_vec,       // narrower than the widest usable vec (the runtime narrows by itself)
-  no_clusters,        // ctas_per_row > 1 without thread-block clusters, or past their size
-  needless_cluster,   // a cluster for a short row, slices under 256 vectors, or slices not
-                      // held in registers, one row per CTA (a saved-statistics backward's
-                      // prefetched slices: up to four)
-  forward_prefetch,   // prefetched rows for a program without sums across rows, no cluster,
-                      // rows under 320 vectors
-  staged_scope,       // staged rows outside a backward of one CTA per row (measured there)
-  small_block,        // fewer than 64 threads per CTA
-  idle_threads,       // more than half of a row's threads would have no vector to work on
-  uncoalesced,        // a row's threads read less than a 128-byte line per step
-  serial_row,         // each thread walks more than 16 vectors (below 256 threads per row)
-  stacked_rows,       // rows stacked past a 256-thread CTA
-  dominated_storage,  // shared/global while the row fits registers with <= 32 values per thread
-  spilled_partials,   // column partial sums in registers past the per-thread budget: they spill
-  ragged_odd_cluster,  // a cluster of a size not a power of two but for a forward whose
-                       // slices tile the row exactly
+  invalid_config,      // config_problem(): divisibility, register budget, vec width, block size
+  shared_memory,       // dynamic shared memory over the device's per-block limit
+  misaligned_vec,      // contiguous rows of N elements are not aligned for this vec
+  narrower_vec,        // narrower than the widest usable vec (the runtime narrows by itself)
+  no_clusters,         // ctas_per_row > 1 without thread-block clusters, or past their size
+  needless_cluster,    // a cluster for a short row, slices under 256 vectors, or slices not
+                       // held in registers, one row per CTA (a saved-statistics backward's
+                       // prefetched slices: up to four)
+  forward_prefetch,    // prefetched rows for a program without sums across rows, no cluster,
+                       // rows under 320 vectors
+  staged_scope,        // staged rows outside a backward of one CTA per row (measured there)
+  small_block,         // fewer than 64 threads per CTA
+  idle_threads,        // more than half of a row's threads would have no vector to work on
+  uncoalesced,         // a row's threads read less than a 128-byte line per step
+  serial_row,          // each thread walks more than 16 vectors (below 256 threads per row)
+  stacked_rows,        // rows stacked past a 256-thread CTA
+  dominated_storage,   // shared/global while the row fits registers with <= 32 values per thread
+  spilled_partials,    // column partial sums in registers past the per-thread budget: they spill
+  ragged_odd_cluster,  // a cluster size other than a power of two, outside forwards whose
+                       // sweeps tile the row exactly
 };
 std::string_view prune_rule_name(PruneRule rule);
 
