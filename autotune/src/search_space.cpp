@@ -150,14 +150,20 @@ std::optional<PrunedCandidate> prune(const Context& context, const KernelConfig&
   // whole sweeps (bf16 N = 43008: 5376 vectors, 7 x 256 threads x 3): where their slices are
   // ragged too, a power of two does as well, so they are not searched, nor for backwards, whose
   // clusters stay on powers of two (both keep the space within its budget).
+  // So are a backward's prefetched slices of stacked rows (bf16 N = 10240-14336: 5-7 CTAs of 64
+  // threads x 4 rows, the heuristic's).
   const bool odd_cluster = (config.ctas_per_row & (config.ctas_per_row - 1)) != 0;
   const std::int64_t sweep = std::int64_t{config.ctas_per_row} * config.threads_per_row;
-  if (odd_cluster &&
-      (context.peel_rows || context.plan.needs_finish() || vectors_per_row % sweep != 0)) {
+  const bool stacked_backward =
+      config.rows_per_cta > 1 &&
+      static_cast<RowStorage>(config.row_storage) == RowStorage::prefetched;
+  if (odd_cluster && (context.peel_rows || (context.plan.needs_finish() && !stacked_backward) ||
+                      vectors_per_row % sweep != 0)) {
     std::string why = "its sweeps of " + std::to_string(sweep) + " vectors do not tile a row of " +
                       std::to_string(vectors_per_row);
     if (context.peel_rows) why = "the rows are peeled";
-    if (context.plan.needs_finish()) why = "the program sums across rows";
+    if (context.plan.needs_finish() && !stacked_backward)
+      why = "the program sums across rows (searched there for prefetched stacked rows)";
     return pruned(PruneRule::ragged_odd_cluster,
                   "a cluster of " + std::to_string(config.ctas_per_row) +
                       " CTAs (not a power of two) is searched for forwards whose rows its sweeps "

@@ -197,6 +197,34 @@ TEST_CASE("backward: clusters of 3, 6 and 12 CTAs split RMSNorm rows, match the 
                              {3, 6, 12});
 }
 
+// The heuristic's clusters of 5, 6 and 7 CTAs of 64 threads x 4 rows, whose slices tile bf16
+// LayerNorm rows of 1280-1792 vectors exactly; M = 37 leaves the last CTA rows short, M = 1000
+// loops the persistent clusters over many row blocks.
+TEST_CASE("backward: stacked clusters of 5-7 CTAs take bf16 LayerNorm rows of 1280-1792 vectors") {
+  if (!runs_clusters(backward_runtime())) return;
+  const tilenorm::ir::Program program =
+      tilenorm::backward(tilenorm::kernels::builtin_program("layer_norm"));
+  const tilenorm::Norm norm = backward_runtime().load(program);
+  for (const auto& [n, ctas] : {std::pair<std::int64_t, int>{10240, 5}, {12288, 6}, {14336, 7}}) {
+    for (std::int64_t m : {37, 1000}) {
+      CAPTURE(n);
+      CAPTURE(m);
+      const auto report =
+          tilenorm::check_against_interpreter(norm, {.io_dtype = DType::bf16,
+                                                     .param_dtype = DType::bf16,
+                                                     .rows = m,
+                                                     .cols = n,
+                                                     .seed = 41u + static_cast<unsigned>(n + m),
+                                                     .scalars = {1e-2f}});
+      INFO(report.describe());
+      CHECK(report.ok());
+      CHECK(report.unwritten == 0);
+      CHECK(report.used.config.ctas_per_row == ctas);
+      CHECK(report.used.config.rows_per_cta == 4);
+    }
+  }
+}
+
 TEST_CASE("backward: clusters take bf16 rows of 1024 vectors, four stacked per CTA") {
   if (!runs_clusters(backward_runtime())) return;
   // The heuristic's own choice (no config given): backwards that read saved statistics split

@@ -1318,13 +1318,25 @@ TEST_CASE("codegen: with clusters, the heuristic splits long rows") {
   };
   // One column sum: up to 2048 vectors per row (bf16 from 2048), one CTA; then the fewest CTAs
   // that keep <= 256 vectors each (up to 16), four vectors per thread, prefetched. A bf16 row
-  // of 1024 vectors takes four such CTAs too; fp16 and fp32 rows and longer ones keep one.
+  // of 1024 vectors takes four such CTAs too; fp16 and fp32 rows keep one, and so do rows of
+  // 1280-1792 vectors. LayerNorm's (two column sums) take five to seven CTAs there (of 64
+  // threads, four rows each), where they tile the row; ragged ones and fp16 keep one.
   CHECK(config(DType::bf16, 4096).ctas_per_row == 1);
   CHECK(config(DType::bf16, 8192).ctas_per_row == 4);
   CHECK(config(DType::f16, 8192).ctas_per_row == 1);
   CHECK(config(DType::f32, 8192).ctas_per_row == 1);
-  CHECK(config(DType::bf16, 10240).ctas_per_row == 1);
-  CHECK(config(DType::bf16, 12288).ctas_per_row == 1);
+  const tilenorm::LoweredProgram layer_norm = lowered("layer_norm_backward");
+  for (const auto& [n, ctas] : {std::pair<std::int64_t, int>{10240, 5}, {12288, 6}, {14336, 7}}) {
+    CAPTURE(n);
+    CHECK(config(DType::bf16, n).ctas_per_row == 1);
+    const KernelConfig odd = heuristic_spec(layer_norm, DType::bf16, n).config;
+    CHECK(odd.ctas_per_row == ctas);
+    CHECK(odd.threads_per_row == 64);
+    CHECK(odd.rows_per_cta == 4);
+    CHECK(static_cast<RowStorage>(odd.row_storage) == RowStorage::prefetched);
+    CHECK(heuristic_spec(layer_norm, DType::f16, n).config.ctas_per_row == 1);
+  }
+  CHECK(heuristic_spec(layer_norm, DType::bf16, 11264).config.ctas_per_row == 1);
   CHECK(config(DType::bf16, 16384).ctas_per_row == 8);
   CHECK(config(DType::f16, 16384).ctas_per_row == 8);
   CHECK(config(DType::bf16, 32768).ctas_per_row == 16);
@@ -1658,10 +1670,11 @@ TEST_CASE("codegen: the heuristic keeps rows in registers, then shared memory, t
   CHECK(backward_storage("layer_norm_backward", DType::bf16, 8192) == RowStorage::staged);
   // Staged past four vectors per thread where the threads tile the row exactly (N = 5120 on
   // 128 threads of five), not where the last vectors are ragged (N = 4104); a row of 2048
-  // vectors (N = 16384) on 256 threads of eight, not a row of 1536 (N = 12288, 512 threads of
-  // three, prefetched). A row of 1280 vectors (N = 10240) takes 512 threads too, not 256 staged
-  // with five vectors each, while a ragged one (N = 8200) keeps 256 in registers. Mixed bf16 rows
-  // with fp32 parameters read vectors of four elements and keep four of them per thread.
+  // vectors (N = 16384) on 256 threads of eight, not a row of 1536 (fp16 N = 12288, 512 threads
+  // of three, prefetched; bf16 takes a cluster of six, below). A row of 1280 vectors (N = 10240)
+  // takes 512 threads too, not 256 staged with five vectors each, while a ragged one (N = 8200)
+  // keeps 256 in registers. Mixed bf16 rows with fp32 parameters read vectors of four elements and
+  // keep four of them per thread.
   const auto ln_backward_config = [&](DType io, DType param, std::int64_t n) {
     return tilenorm::heuristic_config(lowered("layer_norm_backward"), io, param, n,
                                       tilenorm::DeviceLimits::hopper());
@@ -1687,7 +1700,7 @@ TEST_CASE("codegen: the heuristic keeps rows in registers, then shared memory, t
       {DType::bf16, 8200, 256, RowStorage::registers},
       {DType::bf16, 16384, 256, RowStorage::staged},
       {DType::bf16, 4104, 128, RowStorage::registers},
-      {DType::bf16, 12288, 512, RowStorage::prefetched},
+      {DType::f16, 12288, 512, RowStorage::prefetched},
   };
   check_one_cta_rows("layer_norm_backward", staging);
   CHECK(ln_backward_config(DType::bf16, DType::f32, 8192).threads_per_row == 512);

@@ -277,7 +277,14 @@ TEST_CASE("search space: each pruning rule reports its reason") {
       lowered("layer_norm_backward"), DType::bf16, DType::bf16, 43008, limits);
   expect(pruned_entry(backward_43008, seven), PruneRule::ragged_odd_cluster,
          "a cluster of 7 CTAs (not a power of two) is searched for forwards whose rows its sweeps "
-         "tile exactly; the program sums across rows");
+         "tile exactly; the program sums across rows (searched there for prefetched stacked "
+         "rows)");
+  // A backward's stacked prefetched slices may take one: 6 x 64 threads x 4 rows at N = 12288.
+  tilenorm::KernelConfig six_stacked = config(64, 4, 8, RowStorage::prefetched);
+  six_stacked.ctas_per_row = 6;
+  CHECK(survives(tilenorm::build_search_space(lowered("layer_norm_backward"), DType::bf16,
+                                              DType::bf16, 12288, limits),
+                 six_stacked));
 
   // A backward that sums across rows peels only rows of 256 vectors and more (peels_rows):
   // contiguous rows of N = 1001 allow vec 1 only.
