@@ -148,10 +148,9 @@ std::optional<PrunedCandidate> prune(const Context& context, const KernelConfig&
   }
   // Clusters of 3, 5, 6, 7, 9-15 CTAs are for forward rows that no power of two splits into
   // whole sweeps (bf16 N = 43008: 5376 vectors, 7 x 256 threads x 3): where their slices are
-  // ragged too, a power of two does as well, so they are not searched, nor for backwards, whose
-  // clusters stay on powers of two (both keep the space within its budget).
-  // So are a backward's prefetched slices of stacked rows (bf16 N = 10240-14336: 5-7 CTAs of 64
-  // threads x 4 rows, the heuristic's).
+  // ragged too, a power of two does as well, so they are not searched, nor for backwards (both
+  // keep the space within its budget), except a backward's prefetched slices of stacked rows
+  // (bf16 LayerNorm N = 10240-14336 runs 5-7 CTAs of 64 threads x 4 rows, the heuristic's).
   const bool odd_cluster = (config.ctas_per_row & (config.ctas_per_row - 1)) != 0;
   const std::int64_t sweep = std::int64_t{config.ctas_per_row} * config.threads_per_row;
   const bool stacked_backward =
