@@ -227,27 +227,30 @@ TEST_CASE("backward: stacked clusters of 5-7 CTAs take bf16 LayerNorm rows of 12
 
 TEST_CASE("backward: clusters take bf16 rows of 1024 vectors, four stacked per CTA") {
   if (!runs_clusters(backward_runtime())) return;
-  // The heuristic's own choice (no config given): backwards that read saved statistics split
-  // N = 8192 across 4 CTAs of four rows each; M = 37 leaves the last CTA one row.
-  for (const char* name : {"layer_norm", "rms_norm"}) {
-    const tilenorm::Norm norm =
-        backward_runtime().load(tilenorm::backward(tilenorm::kernels::builtin_program(name)));
-    for (std::int64_t m : {37, 1000}) {
-      CAPTURE(name);
-      CAPTURE(m);
-      const auto report =
-          tilenorm::check_against_interpreter(norm, {.io_dtype = DType::bf16,
-                                                     .param_dtype = DType::bf16,
-                                                     .rows = m,
-                                                     .cols = 8192,
-                                                     .seed = static_cast<unsigned>(m)});
-      INFO(report.describe());
-      CHECK(report.ok());
-      CHECK(report.unwritten == 0);
-      CHECK(report.used.config.ctas_per_row == 4);
-      CHECK(report.used.config.rows_per_cta == 4);
+  // The heuristic's own choice (no config given): backwards, reading saved statistics or
+  // recomputing them, split N = 8192 across 4 CTAs of four rows each; M = 37 leaves the last CTA
+  // one row.
+  for (const auto mode : {tilenorm::StatisticsMode::saved, tilenorm::StatisticsMode::recompute})
+    for (const char* name : {"layer_norm", "rms_norm"}) {
+      const tilenorm::Norm norm = backward_runtime().load(
+          tilenorm::backward(tilenorm::kernels::builtin_program(name), {mode}));
+      for (std::int64_t m : {37, 1000}) {
+        CAPTURE(name);
+        CAPTURE(mode == tilenorm::StatisticsMode::recompute);
+        CAPTURE(m);
+        const auto report =
+            tilenorm::check_against_interpreter(norm, {.io_dtype = DType::bf16,
+                                                       .param_dtype = DType::bf16,
+                                                       .rows = m,
+                                                       .cols = 8192,
+                                                       .seed = static_cast<unsigned>(m)});
+        INFO(report.describe());
+        CHECK(report.ok());
+        CHECK(report.unwritten == 0);
+        CHECK(report.used.config.ctas_per_row == 4);
+        CHECK(report.used.config.rows_per_cta == 4);
+      }
     }
-  }
 }
 
 TEST_CASE("backward: misaligned rows are peeled at one shift per thread across many rows") {
