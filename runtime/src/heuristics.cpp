@@ -565,10 +565,11 @@ struct Rows {
     // kClusterRowVectors that slices of the same shape (64 threads of four vectors, four rows
     // per CTA) tile exactly on a cluster of another size than a power of two, 5, 6 or 7 CTAs
     // (bf16 N = 10240, 12288, 14336), take it: on powers of two their slices were ragged and lost
-    // to one CTA (above). Fifty-first session, the benchmark, M = 2^26 / N, an H100 (3.02 TB/s),
-    // against one CTA in the same call, % of the copy ceiling: LayerNorm 91.9 against 84.1, 91.8
-    // against 89.2, 90.9 against 88.8. Not RMSNorm's (one column sum), whose one CTA held: 87.6
-    // against 92.7, 87.7 against 87.5, 85.9 against 87.7.
+    // to one CTA (above). Fifty-first session, calls 2 and 3, the benchmark, M = 2^26 / N, an
+    // H100 (3.02 TB/s), against one CTA in the same call, % of the copy ceiling: LayerNorm 91.9
+    // against 84.1 / 85.5, 91.8 / 91.9 against 89.2 / 89.3, 90.9 / 90.6 against 88.8 / 88.8.
+    // Not RMSNorm's (one column sum), which gained nothing: 87.6 against 92.7 (88.7 in call 3),
+    // 87.7 against 87.5, 85.9 against 87.7.
     if (!software_clusters && aligned_narrow_backward && two_column_sums &&
         io_dtype == DType::bf16 && chunks > kStackedClusterRowVectors &&
         chunks < kClusterRowVectors && chunks % kStackedSliceVectors == 0 && limits.clusters()) {

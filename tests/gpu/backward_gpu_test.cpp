@@ -197,31 +197,36 @@ TEST_CASE("backward: clusters of 3, 6 and 12 CTAs split RMSNorm rows, match the 
                              {3, 6, 12});
 }
 
+namespace {
+
+// Runs `norm` on bf16 rows of n columns in the heuristic's configuration: it matches the
+// interpreter, writes every element, and takes a cluster of `ctas` CTAs of four stacked rows.
+void check_stacked_cluster(const tilenorm::Norm& norm, std::int64_t n, std::int64_t m,
+                           unsigned seed, int ctas) {
+  CAPTURE(n);
+  CAPTURE(m);
+  const auto report = tilenorm::check_against_interpreter(
+      norm,
+      {.io_dtype = DType::bf16, .param_dtype = DType::bf16, .rows = m, .cols = n, .seed = seed});
+  INFO(report.describe());
+  CHECK(report.ok());
+  CHECK(report.unwritten == 0);
+  CHECK(report.used.config.ctas_per_row == ctas);
+  CHECK(report.used.config.rows_per_cta == 4);
+}
+
+}  // namespace
+
 // The heuristic's clusters of 5, 6 and 7 CTAs of 64 threads x 4 rows, whose slices tile bf16
 // LayerNorm rows of 1280-1792 vectors exactly; M = 37 leaves the last CTA rows short, M = 1000
 // loops the persistent clusters over many row blocks.
 TEST_CASE("backward: stacked clusters of 5-7 CTAs take bf16 LayerNorm rows of 1280-1792 vectors") {
   if (!runs_clusters(backward_runtime())) return;
-  const tilenorm::ir::Program program =
-      tilenorm::backward(tilenorm::kernels::builtin_program("layer_norm"));
-  const tilenorm::Norm norm = backward_runtime().load(program);
+  const tilenorm::Norm norm =
+      backward_runtime().load(tilenorm::backward(tilenorm::kernels::builtin_program("layer_norm")));
   for (const auto& [n, ctas] : {std::pair<std::int64_t, int>{10240, 5}, {12288, 6}, {14336, 7}}) {
-    for (std::int64_t m : {37, 1000}) {
-      CAPTURE(n);
-      CAPTURE(m);
-      const auto report =
-          tilenorm::check_against_interpreter(norm, {.io_dtype = DType::bf16,
-                                                     .param_dtype = DType::bf16,
-                                                     .rows = m,
-                                                     .cols = n,
-                                                     .seed = 41u + static_cast<unsigned>(n + m),
-                                                     .scalars = {1e-2f}});
-      INFO(report.describe());
-      CHECK(report.ok());
-      CHECK(report.unwritten == 0);
-      CHECK(report.used.config.ctas_per_row == ctas);
-      CHECK(report.used.config.rows_per_cta == 4);
-    }
+    for (std::int64_t m : {37, 1000})
+      check_stacked_cluster(norm, n, m, 41u + static_cast<unsigned>(n + m), ctas);
   }
 }
 
@@ -232,24 +237,12 @@ TEST_CASE("backward: clusters take bf16 rows of 1024 vectors, four stacked per C
   // one row.
   for (const auto mode : {tilenorm::StatisticsMode::saved, tilenorm::StatisticsMode::recompute})
     for (const char* name : {"layer_norm", "rms_norm"}) {
+      CAPTURE(name);
+      CAPTURE(mode == tilenorm::StatisticsMode::recompute);
       const tilenorm::Norm norm = backward_runtime().load(
           tilenorm::backward(tilenorm::kernels::builtin_program(name), {mode}));
-      for (std::int64_t m : {37, 1000}) {
-        CAPTURE(name);
-        CAPTURE(mode == tilenorm::StatisticsMode::recompute);
-        CAPTURE(m);
-        const auto report =
-            tilenorm::check_against_interpreter(norm, {.io_dtype = DType::bf16,
-                                                       .param_dtype = DType::bf16,
-                                                       .rows = m,
-                                                       .cols = 8192,
-                                                       .seed = static_cast<unsigned>(m)});
-        INFO(report.describe());
-        CHECK(report.ok());
-        CHECK(report.unwritten == 0);
-        CHECK(report.used.config.ctas_per_row == 4);
-        CHECK(report.used.config.rows_per_cta == 4);
-      }
+      for (std::int64_t m : {37, 1000})
+        check_stacked_cluster(norm, 8192, m, static_cast<unsigned>(m), 4);
     }
 }
 
