@@ -1,6 +1,8 @@
 #include "tilenorm/autotune/search_space.hpp"
 
+#include <bit>
 #include <boost/hana.hpp>
+#include <numeric>
 #include <optional>
 
 #include "tilenorm/dsl/error.hpp"
@@ -32,20 +34,18 @@ std::vector<int> powers_of_two(int first, int last) {
   return values;
 }
 
+std::vector<int> every_value(int first, int last) {
+  std::vector<int> values(last - first + 1);
+  std::iota(values.begin(), values.end(), first);
+  return values;
+}
+
 std::vector<int> domain_for_field(const std::string& field, DType io_dtype, DType param_dtype) {
   if (field == "threads_per_row") return powers_of_two(1, 1024);
   if (field == "rows_per_cta") return powers_of_two(1, 64);
   if (field == "vec") return powers_of_two(1, widest_vec(io_dtype, param_dtype));
-  if (field == "ctas_per_row") {
-    std::vector<int> sizes(kMaxClusterCtas);
-    for (int ctas = 1; ctas <= kMaxClusterCtas; ++ctas) sizes[ctas - 1] = ctas;
-    return sizes;
-  }
-  if (field == "row_storage") {
-    std::vector<int> storages(kRowStorageCount);
-    for (int storage = 0; storage < kRowStorageCount; ++storage) storages[storage] = storage;
-    return storages;
-  }
+  if (field == "ctas_per_row") return every_value(1, kMaxClusterCtas);
+  if (field == "row_storage") return every_value(0, kRowStorageCount - 1);
   throw Error("KernelConfig field '" + field +
               "' has no autotuning domain: add one to domain_for_field() in "
               "autotune/src/search_space.cpp");
@@ -151,17 +151,17 @@ std::optional<PrunedCandidate> prune(const Context& context, const KernelConfig&
   // ragged too, a power of two does as well, so they are not searched, nor for backwards (both
   // keep the space within its budget), except a backward's prefetched slices of stacked rows
   // (bf16 LayerNorm N = 10240-14336 runs 5-7 CTAs of 64 threads x 4 rows, the heuristic's).
-  const bool odd_cluster = (config.ctas_per_row & (config.ctas_per_row - 1)) != 0;
+  const bool odd_cluster = !std::has_single_bit(static_cast<unsigned>(config.ctas_per_row));
   const std::int64_t sweep = std::int64_t{config.ctas_per_row} * config.threads_per_row;
-  const bool stacked_backward =
+  const bool stacked_prefetched =
       config.rows_per_cta > 1 &&
       static_cast<RowStorage>(config.row_storage) == RowStorage::prefetched;
-  if (odd_cluster && (context.peel_rows || (context.plan.needs_finish() && !stacked_backward) ||
-                      vectors_per_row % sweep != 0)) {
+  const bool unstacked_backward = context.plan.needs_finish() && !stacked_prefetched;
+  if (odd_cluster && (context.peel_rows || unstacked_backward || vectors_per_row % sweep != 0)) {
     std::string why = "its sweeps of " + std::to_string(sweep) + " vectors do not tile a row of " +
                       std::to_string(vectors_per_row);
     if (context.peel_rows) why = "the rows are peeled";
-    if (context.plan.needs_finish() && !stacked_backward)
+    if (unstacked_backward)
       why = "the program sums across rows (searched there for prefetched stacked rows)";
     return pruned(PruneRule::ragged_odd_cluster,
                   "a cluster of " + std::to_string(config.ctas_per_row) +

@@ -530,7 +530,8 @@ struct Rows {
       const std::int64_t sweep = per_thread * threads;
       if (chunks % sweep != 0) continue;
       const std::int64_t ctas = chunks / sweep;
-      if (ctas < 3 || ctas > most_ctas || next_power_of_two(ctas) == ctas) continue;
+      if (ctas < 3 || ctas > most_ctas || std::has_single_bit(static_cast<std::uint64_t>(ctas)))
+        continue;
       const KernelConfig config{threads, 1, vec, static_cast<int>(RowStorage::prefetched),
                                 static_cast<int>(ctas)};
       if (fits(config)) return config;
