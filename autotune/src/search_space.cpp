@@ -189,10 +189,12 @@ std::optional<PrunedCandidate> prune(const Context& context, const KernelConfig&
   // The prefetched slices of a backward that reads saved statistics may stack rows per CTA, as
   // many as kStackedClusterRows and kStackedClusterThreads allow (the heuristic's choice) or
   // fewer (bf16 RMSNorm N = 65536 on 16 x 128 threads ran 87.6% of the copy ceiling with two
-  // rows per CTA, 85.6% with four; LayerNorm 70.3% and 74.9%).
+  // rows per CTA, 85.6% with four; LayerNorm 70.3% and 74.9%), and a recomputing one's on rows
+  // of up to 1024 vectors.
   const bool stacked_slices =
       storage == RowStorage::prefetched &&
-      config.rows_per_cta <= stacked_cluster_rows(context.program, config.threads_per_row);
+      config.rows_per_cta <=
+          stacked_cluster_rows(context.program, config.threads_per_row, vectors_per_row);
   if (config.ctas_per_row > 1 && !cluster_rereads &&
       (!rows_in_registers(storage) || (config.rows_per_cta > 1 && !stacked_slices))) {
     return pruned(PruneRule::needless_cluster,

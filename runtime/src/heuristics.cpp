@@ -324,6 +324,7 @@ struct Rows {
     two_column_sums = persistent && plan.column_partials >= 2;
     const bool reads_statistics = reads_saved_statistics(program);
     narrow_backward = persistent && reads_statistics && vec >= 8;
+    recomputing_backward = persistent && !reads_statistics;
     narrowest =
         std::min(narrow_backward ? kNarrowBackwardThreads : 32,
                  next_power_of_two(persistent && !two_column_sums ? chunks : (chunks + 1) / 2));
@@ -555,8 +556,12 @@ struct Rows {
     // against 89.4, 90.0 and 90.6) and LayerNorm at N = 16384 on 8 x 64 x 4 (bf16 85.2 against
     // 85.6, fp16 64.9 against 85.7).
     const bool aligned_narrow_backward = narrow_backward && !peel_rows;
+    // So does a recomputing one (LayerNorm and RMSNorm), whose one-CTA rows there measured 84.1
+    // and 86.3% against 94.4 and 89.2% reading saved statistics on the stacked cluster (H100,
+    // forty-seventh session). Not measured yet on the cluster.
     const bool stacked_cluster_backward =
-        aligned_narrow_backward && io_dtype == DType::bf16 && chunks == kStackedClusterRowVectors;
+        (aligned_narrow_backward || (recomputing_backward && full_vectors && !peel_rows)) &&
+        io_dtype == DType::bf16 && chunks == kStackedClusterRowVectors;
     // LayerNorm's rows (two column sums) between kStackedClusterRowVectors and
     // kClusterRowVectors that slices of the same shape (64 threads of four vectors, four rows
     // per CTA) tile exactly on a cluster of another size than a power of two, 5, 6 or 7 CTAs
@@ -571,7 +576,7 @@ struct Rows {
         chunks < kClusterRowVectors && chunks % kStackedSliceVectors == 0 && limits.clusters()) {
       const auto ctas = static_cast<int>(chunks / kStackedSliceVectors);
       const int threads = static_cast<int>(kStackedSliceVectors / kClusterVectorsPerThread);
-      const KernelConfig config{threads, stacked_cluster_rows(program, threads), vec,
+      const KernelConfig config{threads, stacked_cluster_rows(program, threads, chunks), vec,
                                 static_cast<int>(RowStorage::prefetched), ctas};
       if (ctas <= limits.cluster_ctas && fits(config)) return config;
     }
@@ -786,7 +791,7 @@ struct Rows {
         // 93.3; RMSNorm 65536 on 16 x 256 x 2 97.2 against 96.0). Eight rows of 64 threads
         // measured slower than four (RMSNorm bf16 16384 83.5, 32768 89.9), and so did stacked
         // rows of recomputing backwards (LayerNorm bf16 65536 on 16 x 128 x 4 61.2 against 65.1).
-        const int stacked = stacked_cluster_rows(program, threads);
+        const int stacked = stacked_cluster_rows(program, threads, chunks);
         if (cluster_backward && !peel_rows && stacked > 1) {
           const KernelConfig config{threads, stacked, vec, static_cast<int>(RowStorage::prefetched),
                                     split};
@@ -999,6 +1004,7 @@ struct Rows {
   bool can_run_software_clusters = false;  // runs_software_clusters
   bool two_column_sums = false;
   bool narrow_backward = false;
+  bool recomputing_backward = false;
   int narrowest = 0;
   bool single_phase = false;
   bool comoments = false;
@@ -1009,9 +1015,12 @@ struct Rows {
 
 }  // namespace
 
-int stacked_cluster_rows(const LoweredProgram& program, int threads_per_row) {
-  if (!plan_kernels(program).persistent || !reads_saved_statistics(program) ||
-      threads_per_row < kStackedClusterMinThreads)
+int stacked_cluster_rows(const LoweredProgram& program, int threads_per_row,
+                         std::int64_t row_vectors) {
+  // A recomputing backward stacks rows only up to kStackedClusterRowVectors (longer ones
+  // measured slower stacked, above).
+  if (!plan_kernels(program).persistent || threads_per_row < kStackedClusterMinThreads ||
+      (!reads_saved_statistics(program) && row_vectors > kStackedClusterRowVectors))
     return 1;
   return std::max(1, std::min(kStackedClusterRows, kStackedClusterThreads / threads_per_row));
 }

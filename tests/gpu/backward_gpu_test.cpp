@@ -232,15 +232,18 @@ TEST_CASE("backward: stacked clusters of 5-7 CTAs take bf16 LayerNorm rows of 12
 
 TEST_CASE("backward: clusters take bf16 rows of 1024 vectors, four stacked per CTA") {
   if (!runs_clusters(backward_runtime())) return;
-  // The heuristic's own choice (no config given): backwards that read saved statistics split
-  // N = 8192 across 4 CTAs of four rows each; M = 37 leaves the last CTA one row.
-  for (const char* name : {"layer_norm", "rms_norm"}) {
-    CAPTURE(name);
-    const tilenorm::Norm norm =
-        backward_runtime().load(tilenorm::backward(tilenorm::kernels::builtin_program(name)));
-    for (std::int64_t m : {37, 1000})
-      check_stacked_cluster(norm, 8192, m, static_cast<unsigned>(m), 4);
-  }
+  // The heuristic's own choice (no config given): backwards, reading saved statistics or
+  // recomputing them, split N = 8192 across 4 CTAs of four rows each; M = 37 leaves the last CTA
+  // one row.
+  for (const auto mode : {tilenorm::StatisticsMode::saved, tilenorm::StatisticsMode::recompute})
+    for (const char* name : {"layer_norm", "rms_norm"}) {
+      CAPTURE(name);
+      CAPTURE(mode == tilenorm::StatisticsMode::recompute);
+      const tilenorm::Norm norm = backward_runtime().load(
+          tilenorm::backward(tilenorm::kernels::builtin_program(name), {mode}));
+      for (std::int64_t m : {37, 1000})
+        check_stacked_cluster(norm, 8192, m, static_cast<unsigned>(m), 4);
+    }
 }
 
 TEST_CASE("backward: misaligned rows are peeled at one shift per thread across many rows") {

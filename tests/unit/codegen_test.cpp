@@ -1362,8 +1362,9 @@ TEST_CASE("codegen: with clusters, the heuristic splits long rows") {
     const KernelConfig split = config(DType::bf16, n);
     CHECK(split.threads_per_row * 4 * 8 * split.ctas_per_row == n);
     CHECK(split.rows_per_cta == stacked);
+    // Recomputing, only rows of 1024 vectors stack (below).
     CHECK(heuristic_spec(lowered("rms_norm_backward_recompute"), DType::bf16, n)
-              .config.rows_per_cta == 1);
+              .config.rows_per_cta == (n == 8192 ? 4 : 1));
     const KernelConfig peeled = tilenorm::heuristic_config(
         program, DType::bf16, DType::bf16, n + 1, tilenorm::DeviceLimits::hopper(), 0, true);
     CHECK(peeled.ctas_per_row > 1);
@@ -1385,17 +1386,20 @@ TEST_CASE("codegen: with clusters, the heuristic splits long rows") {
       CHECK(split.rows_per_cta == (saved ? std::min(4, 512 / split.threads_per_row) : 1));
     }
   }
-  // Reading saved statistics, a bf16 row of 1024 vectors takes slices of 256 vectors too (N =
-  // 8192 on 4 x 64 threads x 4 rows); recomputing, or in fp16, one CTA.
-  const KernelConfig stacked =
-      heuristic_spec(lowered("layer_norm_backward"), DType::bf16, 8192).config;
-  CHECK(static_cast<RowStorage>(stacked.row_storage) == RowStorage::prefetched);
-  CHECK(stacked.ctas_per_row == 4);
-  CHECK(stacked.threads_per_row == 64);
-  CHECK(stacked.rows_per_cta == 4);
-  CHECK(heuristic_spec(lowered("layer_norm_backward_recompute"), DType::bf16, 8192)
-            .config.ctas_per_row == 1);
-  CHECK(heuristic_spec(lowered("layer_norm_backward"), DType::f16, 8192).config.ctas_per_row == 1);
+  // A bf16 row of 1024 vectors takes slices of 256 vectors too (N = 8192 on 4 x 64 threads x 4
+  // rows), reading saved statistics or recomputing them; in fp16, or peeled, one CTA.
+  for (const char* name : {"layer_norm_backward", "layer_norm_backward_recompute"}) {
+    CAPTURE(name);
+    const KernelConfig stacked = heuristic_spec(lowered(name), DType::bf16, 8192).config;
+    CHECK(static_cast<RowStorage>(stacked.row_storage) == RowStorage::prefetched);
+    CHECK(stacked.ctas_per_row == 4);
+    CHECK(stacked.threads_per_row == 64);
+    CHECK(stacked.rows_per_cta == 4);
+    CHECK(heuristic_spec(lowered(name), DType::f16, 8192).config.ctas_per_row == 1);
+    CHECK(tilenorm::heuristic_config(lowered(name), DType::bf16, DType::bf16, 8191,
+                                     tilenorm::DeviceLimits::hopper(), 0, true)
+              .ctas_per_row == 1);
+  }
   // Ragged rows take the rule-sized cluster, not one CTA: its CTAs take turns over the row's
   // chunks, so none is left without columns (LayerNorm bf16 N = 20000 on 8 x 128 threads; with
   // contiguous slices its eighth CTA had none, and N = 100000 fell to one CTA re-reading its
@@ -1706,20 +1710,20 @@ TEST_CASE("codegen: the heuristic keeps rows in registers, then shared memory, t
   CHECK(ln_backward_config(DType::bf16, DType::f32, 8192).threads_per_row == 512);
   // The recomputing one stages where four or five 16-bit vectors per thread tile the row (N =
   // 5120 on 128 threads, a CTA each; 10240 on 256; 16384 on 512, not 256 of eight), and
-  // prefetches elsewhere: eight vectors per thread (N = 8192), ragged rows (N = 12288), fp32.
+  // prefetches elsewhere: eight vectors per thread (fp16 N = 8192; bf16 takes a cluster),
+  // ragged rows (N = 12288), fp32.
   const OneCtaRows recompute_staging[] = {
       {DType::bf16, 5120, 128, RowStorage::staged},
       {DType::f16, 10240, 256, RowStorage::staged},
       {DType::bf16, 16384, 512, RowStorage::staged},
-      {DType::bf16, 8192, 128, RowStorage::prefetched},
+      {DType::f16, 8192, 128, RowStorage::prefetched},
       {DType::bf16, 12288, 256, RowStorage::prefetched},
       {DType::f32, 2560, 128, RowStorage::prefetched},
   };
   check_one_cta_rows("layer_norm_backward_recompute", recompute_staging);
   // (RMSNorm's bf16 backward reading saved statistics takes a cluster at N = 8192.)
   for (const auto& [name, n] : {std::pair<const char*, std::int64_t>{"rms_norm_backward", 4096},
-                                {"layer_norm_backward_recompute", 4096},
-                                {"layer_norm_backward_recompute", 8192}}) {
+                                {"layer_norm_backward_recompute", 4096}}) {
     CAPTURE(name);
     CAPTURE(n);
     const KernelConfig config = heuristic_spec(lowered(name), DType::bf16, n).config;

@@ -100,8 +100,10 @@ inline constexpr int kStackedClusterMinThreads = 64;
 
 // The most rows per CTA a cluster's prefetched slices of `threads_per_row` threads may stack,
 // shared by the heuristic (which takes them all) and the tuner's search space: as above for a
-// backward that reads saved statistics, else 1.
-int stacked_cluster_rows(const LoweredProgram& program, int threads_per_row);
+// backward that reads saved statistics, and for a recomputing one on rows of up to 1024 vectors
+// (`row_vectors`), else 1.
+int stacked_cluster_rows(const LoweredProgram& program, int threads_per_row,
+                         std::int64_t row_vectors);
 
 // Whether a launch of a persistent kernel folds its column partial sums across a cluster
 // (GeneratedKernel::folds_partials), given the bytes of its unfolded partial sums per column
