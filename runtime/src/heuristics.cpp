@@ -558,7 +558,8 @@ struct Rows {
     const bool aligned_narrow_backward = narrow_backward && !peel_rows;
     // So does a recomputing one (LayerNorm and RMSNorm), whose one-CTA rows there measured 84.1
     // and 86.3% against 94.4 and 89.2% reading saved statistics on the stacked cluster (H100,
-    // forty-seventh session). Not measured yet on the cluster.
+    // forty-seventh session). On the cluster (H100, fifty-second session): RMSNorm 86.6 -> 89.4%,
+    // LayerNorm 84.1 -> 84.8%.
     const bool stacked_cluster_backward =
         (aligned_narrow_backward || (recomputing_backward && full_vectors && !peel_rows)) &&
         io_dtype == DType::bf16 && chunks == kStackedClusterRowVectors;
