@@ -563,7 +563,7 @@ class Emitter {
     emit_row_loop();
     // The last iteration started copies of a row block past the end (zeros): no copy may
     // still be writing this CTA's shared memory when it exits.
-    if (staging()) out_ << "  tn::wait_async_copies();\n";
+    if (staging() || fetches_any_row_scalar()) out_ << "  tn::wait_async_copies();\n";
     // A software cluster's CTAs hold nothing a peer reads after they exit.
     const bool exchanges = clustered_ && !global_exchange_ && !lp_.reduction_phases.empty();
     if (exchanges) codegen_sm90::emit_exit_arrive(out_);
@@ -702,8 +702,9 @@ class Emitter {
     const Node& n = g_.node(id);
     if (n.op == Op::load) {
       const ir::Slot& s = slot(n.index);
-      return s.shape == Shape::scalar ? "sc_" + s.name
-                                      : "(row_valid ? p_" + s.name + "[row] : 0.0f)";
+      if (s.shape == Shape::scalar) return "sc_" + s.name;
+      if (fetches_row_scalar(n.index)) return fetched_row_scalar(n.index, raw_suffix_);
+      return "(row_valid ? p_" + s.name + "[row] : 0.0f)";
     }
     if (n.op == Op::constant) return float_literal(n.value);
     if (ir::is_reduction(n.op)) {
@@ -980,6 +981,54 @@ class Emitter {
   bool staging() const { return storage_ == RowStorage::staged; }
   bool pipelined() const { return storage_ == RowStorage::pipelined; }
 
+  // A kernel that fetches row blocks ahead copies their row-scalar inputs (a backward's saved
+  // mean and rstd) with them, by cp.async into shared memory. Loaded at the row's start,
+  // LayerNorm's mean held up the first pass for a load's whole latency, and ptxas issued the
+  // next row block's loads only after it (SASS of the bf16 backward on clusters, fifty-second
+  // session). Fetched into registers instead, they pushed some kernels past their register
+  // budget; a copy into shared memory holds none. Each thread copies its own values (it waits
+  // only for its own copies), into two sets of slots that alternate by row block. Pipelined
+  // rows load them at the row's start, and so do kernels of one CTA per row, whose CTAs are
+  // several per SM and hide the latency (the copies' addresses cost registers: RMSNorm's bf16
+  // backward at N = 512 on 32 x 8 threads, 86 -> 97, one CTA per SM fewer).
+  bool fetches_row_scalar(std::size_t slot) const {
+    const ir::Slot& s = p_.slots[slot];
+    return clustered_ && fetches_ahead(storage_) && !pipelined() && s.role == ir::Role::read &&
+           s.shape == Shape::row_scalar;
+  }
+  bool fetches_any_row_scalar() const {
+    for (std::size_t i = 0; i < p_.slots.size(); ++i)
+      if (fetches_row_scalar(i)) return true;
+    return false;
+  }
+  static std::string row_scalar_stage(std::size_t slot) {
+    return "tn_row_scalar" + std::to_string(slot);
+  }
+  static std::string fetched_row_scalar(std::size_t slot, const std::string& suffix) {
+    return "rs" + std::to_string(slot) + suffix;
+  }
+  // Declares the shared slots of the row-scalar inputs fetched ahead (two row blocks, one
+  // value per thread) and which of the two the current row block reads.
+  void declare_row_scalar_stages() {
+    if (!fetches_any_row_scalar()) return;
+    for (std::size_t i = 0; i < p_.slots.size(); ++i)
+      if (fetches_row_scalar(i))
+        out_ << "  __shared__ float " << row_scalar_stage(i) << "[2][TPR * RPC];\n";
+    // The slots of the current row block; the first row block's fetch, before the row loop,
+    // fills the other ones, slots 0.
+    out_ << "  int tn_row_scalar_block = 1;\n";
+  }
+  // At a row block's start: its fetched row-scalar inputs, from shared memory (a staged kernel
+  // has waited for its copies already).
+  void emit_row_scalar_reads() {
+    if (!fetches_any_row_scalar()) return;
+    if (!staging()) out_ << "  tn::wait_async_copies();\n";
+    for (std::size_t i = 0; i < p_.slots.size(); ++i)
+      if (fetches_row_scalar(i))
+        out_ << "  const float " << fetched_row_scalar(i, "_raw") << " = " << row_scalar_stage(i)
+             << "[tn_row_scalar_block][threadIdx.x];\n";
+  }
+
   // Where staged chunks land: this thread's chunk `it` of row input i is tn_stage<i>[it *
   // THREADS] (see stage_bytes), so a warp's copies fill contiguous 16-byte slots.
   void emit_staging_pointers() {
@@ -1047,6 +1096,12 @@ class Emitter {
     }
     out_ << "    }\n";
     emit_remainder_loads("_next", "fetch", "fetch_valid");
+    // The fetched row block's slots are the ones the current row block does not read.
+    for (std::size_t i = 0; i < p_.slots.size(); ++i)
+      if (fetches_row_scalar(i))
+        out_ << "    tn::copy_scalar_async(&" << row_scalar_stage(i)
+             << "[tn_row_scalar_block ^ 1][threadIdx.x], p_" << p_.slots[i].name
+             << ", fetch_row, fetch_valid);\n";
     out_ << "  }\n";
   }
 
@@ -1126,7 +1181,9 @@ class Emitter {
       return;
     }
     if (prefetching()) declare_raw_rows("_next");
+    declare_row_scalar_stages();
     if (fetches_ahead(storage_)) emit_fetch(block_index_);
+    if (fetches_any_row_scalar()) out_ << "  tn_row_scalar_block = 0;\n";
     if (spec_.early_columns) emit_early_columns();
     out_ << "  for (long long block = " << block_index_
          << "; block * RPC < rows; block += " << block_count_ << ") {\n";
@@ -1146,6 +1203,7 @@ class Emitter {
     }
     emit_pass(-1);
     emit_row_end();
+    if (fetches_any_row_scalar()) out_ << "  tn_row_scalar_block ^= 1;\n";
     out_ << "  }\n";
   }
 
@@ -1293,6 +1351,7 @@ class Emitter {
 
   void emit_preload() {
     declare_raw_rows("_raw");
+    emit_row_scalar_reads();
     if (prefetching()) {
       emit_raw_copy("_raw", "_next");
       emit_fetch("block + " + block_count_);
