@@ -1065,6 +1065,30 @@ TEST_CASE("codegen: RMSNorm's 16-bit recomputing cluster backward asks ptxas for
   }
 }
 
+TEST_CASE("codegen: cluster backwards copy their saved statistics with the row block") {
+  // A row's mean loaded at its start held up the first pass and the next row block's loads
+  // (bf16 LayerNorm on clusters); copied ahead into shared memory, it costs no register.
+  const auto source = [](std::int64_t n, int threads_per_row, int ctas, RowStorage storage) {
+    tilenorm::KernelConfig c = config(threads_per_row, 1, 8, storage);
+    c.ctas_per_row = ctas;
+    return tilenorm::generate_cuda(lowered("layer_norm_backward"), {DType::bf16, DType::bf16, n, c})
+        .source;
+  };
+  const std::string clustered = source(65536, 128, 16, RowStorage::prefetched);
+  for (const char* statistic : {"p_mean", "p_rstd"}) {
+    CAPTURE(statistic);
+    CHECK(contains(clustered, std::string(statistic) + ", fetch_row, fetch_valid);"));
+    CHECK_FALSE(contains(clustered, std::string(statistic) + "[row]"));
+  }
+  CHECK(contains(clustered, "tn::wait_async_copies();\n  const float rs"));
+  // One CTA per row, and pipelined rows, load them at the row's start.
+  for (const std::string& other : {source(4096, 128, 1, RowStorage::prefetched),
+                                   source(65536, 128, 16, RowStorage::pipelined)}) {
+    CHECK(contains(other, "(row_valid ? p_mean[row] : 0.0f)"));
+    CHECK_FALSE(contains(other, "copy_scalar_async(&"));
+  }
+}
+
 // ---- configurations that cannot be generated
 
 TEST_CASE("codegen: config_problem names what is wrong with a configuration") {
