@@ -1065,6 +1065,35 @@ TEST_CASE("codegen: RMSNorm's 16-bit recomputing cluster backward asks ptxas for
   }
 }
 
+TEST_CASE(
+    "codegen: prefetched cluster kernels pin the next row block's loads before the exchange") {
+  // ptxas issued them after the exchange's wait otherwise (LayerNorm's recomputing backward):
+  // a branch never taken that stores them keeps them ahead of its first push.
+  const auto source = [](const char* name, int ctas, RowStorage storage) {
+    tilenorm::KernelConfig c = config(128, 1, 8, storage);
+    c.ctas_per_row = ctas;
+    const std::int64_t n = ctas * 4096;  // four vectors per thread
+    return tilenorm::generate_cuda(lowered(name), {DType::bf16, DType::bf16, n, c}).source;
+  };
+  const std::string pin = "if (stride_x < 0) {  // never: keeps the next row block's loads here";
+  for (const char* name : {"layer_norm_backward_recompute", "layer_norm_backward", "rms_norm"}) {
+    CAPTURE(name);
+    const std::string clustered = source(name, 16, RowStorage::prefetched);
+    const std::size_t at = clustered.find(pin);
+    REQUIRE(at != std::string::npos);
+    // Once per row block, before its first push (LayerNorm's recompute pushes twice).
+    CHECK(clustered.find(pin, at + 1) == std::string::npos);
+    const std::size_t loop = clustered.find("for (long long block");
+    const std::size_t push = clustered.find("tn::exchange_push(", loop);
+    CHECK(loop < at);
+    CHECK(at < push);
+    CHECK(contains(clustered, "tn::raw_bits(in0_next[it])"));
+  }
+  // Not without a cluster, nor where no row block is fetched ahead.
+  CHECK_FALSE(contains(source("layer_norm_backward", 1, RowStorage::prefetched), pin));
+  CHECK_FALSE(contains(source("layer_norm_backward", 16, RowStorage::registers), pin));
+}
+
 // ---- configurations that cannot be generated
 
 TEST_CASE("codegen: config_problem names what is wrong with a configuration") {
