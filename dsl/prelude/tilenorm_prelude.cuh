@@ -280,6 +280,20 @@ __device__ __forceinline__ typename RawVector<sizeof(T) * V>::type fetch_chunk(c
   return c.raw;
 }
 
+// The bits of a raw chunk folded into one word (see pin_loads in the code generator).
+__device__ __forceinline__ unsigned raw_bits(u16 raw) {
+  return raw;
+}
+__device__ __forceinline__ unsigned raw_bits(u32 raw) {
+  return raw;
+}
+__device__ __forceinline__ unsigned raw_bits(uint2 raw) {
+  return raw.x ^ raw.y;
+}
+__device__ __forceinline__ unsigned raw_bits(uint4 raw) {
+  return raw.x ^ raw.y ^ raw.z ^ raw.w;
+}
+
 template <class T, int V>
 __device__ __forceinline__ typename RawVector<sizeof(T) * V>::type raw_zero() {
   Chunk<T, V> c;
@@ -754,8 +768,7 @@ __device__ __forceinline__ Comoment combine_comoment_states(Load state) {
   if constexpr (Width == Count) {
     return comoment_allreduce<Count, C, Same>(state(i));
   } else {
-    return comoment_allreduce<Width, Counts::any, Same>(i < Count ? state(i)
-                                                                  : comoment_identity());
+    return comoment_allreduce<Width, Counts::any, Same>(i < Count ? state(i) : comoment_identity());
   }
 }
 

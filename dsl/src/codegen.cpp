@@ -1189,6 +1189,7 @@ class Emitter {
          << "; block * RPC < rows; block += " << block_count_ << ") {\n";
     emit_row_start("block");
     fetched_this_row_ = false;
+    pinned_this_row_ = false;
     inputs_read_.clear();
     if (rows_in_registers(storage_)) {
       emit_preload();
@@ -1882,11 +1883,39 @@ class Emitter {
       if (geo_.warps_per_row == 1 && spec_.config.rows_per_cta > 1)
         out_ << "  __syncthreads();  // every row group has read its earlier exchanges\n";
       const auto exchanged = cluster_reductions(reductions);
+      emit_load_pin();
       emit_exchange_push(exchanged);
       if (defer_exchange_) return;  // a pipelined kernel combines it one row block later
       emit_exchange_combine(exchanged);
     }
     emit_reduction_values(phase);
+  }
+
+  // Before a prefetched cluster kernel's first exchange of a row block: a branch never taken
+  // (a row stride is never negative; the runtime checks) that stores the next row block's raw
+  // chunks, so that ptxas issues their loads before the exchange. It moved them past the
+  // exchange's wait otherwise, where the exchange hid no load: LayerNorm's recomputing backward
+  // at bf16 N = 32768-262144, RMSNorm's at 131072-262144, some stacked saved-statistics
+  // backwards on clusters of 16 (scripts/sass-order, fifty-second session).
+  void emit_load_pin() {
+    if (storage_ != RowStorage::prefetched || pinned_this_row_) return;
+    pinned_this_row_ = true;
+    std::string stride, output;
+    for (const ir::Slot& s : p_.slots) {
+      if (s.shape != Shape::tile) continue;
+      if (s.role == ir::Role::read && stride.empty()) stride = "stride_" + s.name;
+      if (s.role == ir::Role::written && output.empty()) output = "p_" + s.name;
+    }
+    if (stride.empty() || output.empty()) return;
+    out_ << "  if (" << stride << " < 0) {  // never: keeps the next row block's loads here\n"
+         << "    unsigned pin = 0;\n#pragma unroll\n    for (int it = 0; it < ITERS; ++it)\n"
+         << "      pin ^= 0";
+    for (std::size_t i = 0; i < p_.slots.size(); ++i) {
+      const ir::Slot& s = p_.slots[i];
+      if (s.role == ir::Role::read && s.shape == Shape::tile)
+        out_ << " ^ tn::raw_bits(in" << i << "_next[it])";
+    }
+    out_ << ";\n    *reinterpret_cast<unsigned*>(" << output << ") = pin;\n  }\n";
   }
 
   // Exchange buffers: two, four where a pipelined kernel pushes one exchange ahead.
@@ -2280,6 +2309,7 @@ class Emitter {
   // block's copies have started.
   std::set<int> inputs_read_;
   bool fetched_this_row_ = false;
+  bool pinned_this_row_ = false;  // see emit_load_pin
   // The raw chunk arrays the passes unpack (in<i><suffix>): a pipelined kernel's two row
   // blocks use their own.
   std::string raw_suffix_ = "_raw";
