@@ -991,10 +991,30 @@ class Emitter {
   // rows load them at the row's start, and so do kernels of one CTA per row, whose CTAs are
   // several per SM and hide the latency (the copies' addresses cost registers: RMSNorm's bf16
   // backward at N = 512 on 32 x 8 threads, 86 -> 97, one CTA per SM fewer).
+  // Only where the first pass reads none of them (see first_pass_reads_row_scalar_input).
   bool fetches_row_scalar(std::size_t slot) const {
     const ir::Slot& s = p_.slots[slot];
     return clustered_ && fetches_ahead(storage_) && !pipelined() && s.role == ir::Role::read &&
-           s.shape == Shape::row_scalar;
+           s.shape == Shape::row_scalar && !first_pass_reads_row_scalar_input();
+  }
+  // Whether a reduction of the first phase depends on a row-scalar input (LayerNorm's saved
+  // mean). There, copying the statistics ahead and pinning the loads (emit_load_pin) lost on the
+  // H100: bf16 LayerNorm backward on clusters -8.9 points at N = 8192, -8.7 at 262144, pinned
+  // alone -1.8 to -6.5 at every N; where the first pass reads none (RMSNorm's saved backward,
+  // the recomputes, the forwards) they gained or held (fifty-third session).
+  bool first_pass_reads_row_scalar_input() const {
+    if (lp_.reduction_phases.empty()) return false;
+    std::vector<NodeId> stack(lp_.reduction_phases.front().begin(),
+                              lp_.reduction_phases.front().end());
+    std::set<NodeId> seen;
+    while (!stack.empty()) {
+      const Node& n = g_.node(stack.back());
+      stack.pop_back();
+      if (n.op == Op::load && n.shape == Shape::row_scalar) return true;
+      for (int i = 0; i < n.arity; ++i)
+        if (seen.insert(n.args[i]).second) stack.push_back(n.args[i]);
+    }
+    return false;
   }
   bool fetches_any_row_scalar() const {
     for (std::size_t i = 0; i < p_.slots.size(); ++i)
@@ -1898,7 +1918,9 @@ class Emitter {
   // at bf16 N = 32768-262144, RMSNorm's at 131072-262144, some stacked saved-statistics
   // backwards on clusters of 16 (scripts/sass-order, fifty-second session).
   void emit_load_pin() {
-    if (storage_ != RowStorage::prefetched || pinned_this_row_) return;
+    if (storage_ != RowStorage::prefetched || pinned_this_row_ ||
+        first_pass_reads_row_scalar_input())
+      return;
     pinned_this_row_ = true;
     std::string stride, output;
     for (const ir::Slot& s : p_.slots) {

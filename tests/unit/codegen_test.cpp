@@ -1066,25 +1066,26 @@ TEST_CASE("codegen: RMSNorm's 16-bit recomputing cluster backward asks ptxas for
 }
 
 TEST_CASE("codegen: cluster backwards copy their saved statistics with the row block") {
-  // A row's mean loaded at its start held up the first pass and the next row block's loads
-  // (bf16 LayerNorm on clusters); copied ahead into shared memory, it costs no register.
-  const auto source = [](std::int64_t n, int threads_per_row, int ctas, RowStorage storage) {
+  // A statistic loaded at the row's start held up the next row block's loads; copied ahead
+  // into shared memory, it costs no register. Only where the first pass reads none: LayerNorm's
+  // saved backward, whose first pass reads the mean, keeps loading them at the row's start.
+  const auto source = [](const char* name, std::int64_t n, int threads_per_row, int ctas,
+                         RowStorage storage) {
     tilenorm::KernelConfig c = config(threads_per_row, 1, 8, storage);
     c.ctas_per_row = ctas;
-    return tilenorm::generate_cuda(lowered("layer_norm_backward"), {DType::bf16, DType::bf16, n, c})
-        .source;
+    return tilenorm::generate_cuda(lowered(name), {DType::bf16, DType::bf16, n, c}).source;
   };
-  const std::string clustered = source(65536, 128, 16, RowStorage::prefetched);
-  for (const char* statistic : {"p_mean", "p_rstd"}) {
-    CAPTURE(statistic);
-    CHECK(contains(clustered, std::string(statistic) + ", fetch_row, fetch_valid);"));
-    CHECK_FALSE(contains(clustered, std::string(statistic) + "[row]"));
-  }
+  const std::string clustered = source("rms_norm_backward", 65536, 128, 16, RowStorage::prefetched);
+  CHECK(contains(clustered, "p_rstd, fetch_row, fetch_valid);"));
+  CHECK_FALSE(contains(clustered, "p_rstd[row]"));
   CHECK(contains(clustered, "tn::wait_async_copies();\n  const float rs"));
-  // One CTA per row, and pipelined rows, load them at the row's start.
-  for (const std::string& other : {source(4096, 128, 1, RowStorage::prefetched),
-                                   source(65536, 128, 16, RowStorage::pipelined)}) {
-    CHECK(contains(other, "(row_valid ? p_mean[row] : 0.0f)"));
+  // LayerNorm's saved backward, one CTA per row, and pipelined rows load them at the row's
+  // start.
+  for (const std::string& other :
+       {source("layer_norm_backward", 65536, 128, 16, RowStorage::prefetched),
+        source("rms_norm_backward", 4096, 128, 1, RowStorage::prefetched),
+        source("rms_norm_backward", 65536, 128, 16, RowStorage::pipelined)}) {
+    CHECK(contains(other, "(row_valid ? p_rstd[row] : 0.0f)"));
     CHECK_FALSE(contains(other, "copy_scalar_async(&"));
   }
 }
@@ -1100,7 +1101,7 @@ TEST_CASE(
     return tilenorm::generate_cuda(lowered(name), {DType::bf16, DType::bf16, n, c}).source;
   };
   const std::string pin = "if (stride_x < 0) {  // never: keeps the next row block's loads here";
-  for (const char* name : {"layer_norm_backward_recompute", "layer_norm_backward", "rms_norm"}) {
+  for (const char* name : {"layer_norm_backward_recompute", "rms_norm_backward", "rms_norm"}) {
     CAPTURE(name);
     const std::string clustered = source(name, 16, RowStorage::prefetched);
     const std::size_t at = clustered.find(pin);
@@ -1113,9 +1114,11 @@ TEST_CASE(
     CHECK(at < push);
     CHECK(contains(clustered, "tn::raw_bits(in0_next[it])"));
   }
-  // Not without a cluster, nor where no row block is fetched ahead.
-  CHECK_FALSE(contains(source("layer_norm_backward", 1, RowStorage::prefetched), pin));
-  CHECK_FALSE(contains(source("layer_norm_backward", 16, RowStorage::registers), pin));
+  // Not without a cluster, nor where no row block is fetched ahead, nor where the first pass
+  // reads a saved statistic (LayerNorm's mean).
+  CHECK_FALSE(contains(source("rms_norm_backward", 1, RowStorage::prefetched), pin));
+  CHECK_FALSE(contains(source("rms_norm_backward", 16, RowStorage::registers), pin));
+  CHECK_FALSE(contains(source("layer_norm_backward", 16, RowStorage::prefetched), pin));
 }
 
 // ---- configurations that cannot be generated
