@@ -981,17 +981,16 @@ class Emitter {
   bool staging() const { return storage_ == RowStorage::staged; }
   bool pipelined() const { return storage_ == RowStorage::pipelined; }
 
-  // A kernel that fetches row blocks ahead copies their row-scalar inputs (a backward's saved
-  // mean and rstd) with them, by cp.async into shared memory. Loaded at the row's start,
-  // LayerNorm's mean held up the first pass for a load's whole latency, and ptxas issued the
-  // next row block's loads only after it (SASS of the bf16 backward on clusters, fifty-second
+  // A cluster kernel that fetches row blocks ahead copies their row-scalar inputs (a backward's
+  // saved statistics) with them, by cp.async into shared memory, where its first pass reads none
+  // of them (RMSNorm's rstd, read after the exchange: see first_pass_reads_row_scalar_input).
+  // Loaded at the row's start, they are waited for at their first use (SASS, fifty-second
   // session). Fetched into registers instead, they pushed some kernels past their register
   // budget; a copy into shared memory holds none. Each thread copies its own values (it waits
   // only for its own copies), into two sets of slots that alternate by row block. Pipelined
-  // rows load them at the row's start, and so do kernels of one CTA per row, whose CTAs are
-  // several per SM and hide the latency (the copies' addresses cost registers: RMSNorm's bf16
-  // backward at N = 512 on 32 x 8 threads, 86 -> 97, one CTA per SM fewer).
-  // Only where the first pass reads none of them (see first_pass_reads_row_scalar_input).
+  // rows load them at the row's start, and so do kernels of one CTA per row (fetched ahead into
+  // registers there, they cost LayerNorm's bf16 backward at N = 128 six points on the H100,
+  // fifty-third session).
   bool fetches_row_scalar(std::size_t slot) const {
     const ir::Slot& s = p_.slots[slot];
     return clustered_ && fetches_ahead(storage_) && !pipelined() && s.role == ir::Role::read &&
