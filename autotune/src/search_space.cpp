@@ -1,6 +1,5 @@
 #include "tilenorm/autotune/search_space.hpp"
 
-#include <bit>
 #include <boost/hana.hpp>
 #include <numeric>
 #include <optional>
@@ -151,7 +150,7 @@ std::optional<PrunedCandidate> prune(const Context& context, const KernelConfig&
   // ragged too, a power of two does as well, so they are not searched, nor for backwards (both
   // keep the space within its budget), except a backward's prefetched slices of stacked rows
   // (bf16 LayerNorm N = 10240-14336 runs 5-7 CTAs of 64 threads x 4 rows, the heuristic's).
-  const bool odd_cluster = !std::has_single_bit(static_cast<unsigned>(config.ctas_per_row));
+  const bool odd_cluster = !is_power_of_two(config.ctas_per_row);
   const std::int64_t sweep = std::int64_t{config.ctas_per_row} * config.threads_per_row;
   const bool stacked_prefetched =
       config.rows_per_cta > 1 &&

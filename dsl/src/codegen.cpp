@@ -96,10 +96,6 @@ using ir::NodeId;
 using ir::Op;
 using ir::Shape;
 
-bool is_power_of_two(std::int64_t v) {
-  return v > 0 && (v & (v - 1)) == 0;
-}
-
 const char* cuda_type(DType t) {
   switch (t) {
     case DType::f32:

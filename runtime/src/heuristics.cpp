@@ -1,7 +1,6 @@
 #include "tilenorm/runtime/heuristics.hpp"
 
 #include <algorithm>
-#include <bit>
 #include <cctype>
 #include <charconv>
 #include <mutex>
@@ -422,8 +421,7 @@ struct Rows {
   // Where every row block of the launch is resident at once (decoding), occupancy hides
   // nothing and the second read is one more L2 round trip per row: the rows stay in registers.
   std::optional<KernelConfig> rereading_one_cta() const {
-    const bool short_power_of_two =
-        std::has_single_bit(static_cast<std::uint64_t>(chunks)) && chunks >= 256 && chunks <= 1024;
+    const bool short_power_of_two = is_power_of_two(chunks) && chunks >= 256 && chunks <= 1024;
     // More than two vectors per thread and up to three, the last sweep partly empty.
     const bool two_to_three_on_512 = !comoments && chunks > 2 * 512 && chunks <= 3 * 512;
     // Fewer than four on 1024 threads, 32-bit co-moments included: 16-bit rows past
@@ -530,8 +528,7 @@ struct Rows {
       const std::int64_t sweep = per_thread * threads;
       if (chunks % sweep != 0) continue;
       const std::int64_t ctas = chunks / sweep;
-      if (ctas < 3 || ctas > most_ctas || std::has_single_bit(static_cast<std::uint64_t>(ctas)))
-        continue;
+      if (ctas < 3 || ctas > most_ctas || is_power_of_two(ctas)) continue;
       const KernelConfig config{threads, 1, vec, static_cast<int>(RowStorage::prefetched),
                                 static_cast<int>(ctas)};
       if (fits(config)) return config;
@@ -746,8 +743,8 @@ struct Rows {
         const std::int64_t threads = slice_threads(long_ctas);
         // Vector slots the slices may leave empty: none for aligned rows.
         const std::int64_t empty_slots = peel_rows ? threads * long_ctas : 1;
-        const bool exact = next_power_of_two(threads) == threads &&
-                           threads * sweep(long_ctas) - sliced < empty_slots;
+        const bool exact =
+            is_power_of_two(threads) && threads * sweep(long_ctas) - sliced < empty_slots;
         const bool one_narrow_cta_per_sm = comoments && vec == 8 && threads == 256 && !peel_rows;
         if (exact && threads >= kSmallForwardCta && threads <= kLongSliceThreads &&
             !one_narrow_cta_per_sm) {
@@ -865,7 +862,7 @@ struct Rows {
     // 73.2% against 78.6% staged. Only on sm_90 (NVRTC 13.0: 249 registers, no spills): for
     // sm_100 and sm_120 it spilled 2104-2108 bytes at N = 16384 whatever the CTAs per SM asked.
     const bool long_staged_rows = stages_rows && sixteen_bit_vectors && chunks > kLongRowVectors &&
-                                  next_power_of_two(chunks) == chunks && calibrated_registers;
+                                  is_power_of_two(chunks) && calibrated_registers;
     // Past kLongRowVectors, a backward that stages does not take one power of two fewer threads
     // for rows of five times a power of two vectors, which would then stage five vectors per
     // thread (twenty-ninth session, run 3, the
@@ -876,12 +873,12 @@ struct Rows {
     // registers (N = 8200: 75.9% against 71.8% on 512 threads, prefetched).
     const bool five_staged_vectors = stages_rows && sixteen_bit_vectors &&
                                      chunks > kLongRowVectors && chunks % 5 == 0 &&
-                                     next_power_of_two(chunks / 5) == chunks / 5;
+                                     is_power_of_two(chunks / 5);
     // A recomputing backward keeps four vectors per thread, not eight, on rows of a power of two
     // vectors past kLongRowVectors, so that it can stage them (N = 16384 on 512 threads); on
     // other rows 512 threads of three or four vectors, prefetched, spilled 40-56 bytes there.
     const bool long_recomputed_rows =
-        stages_recomputed_rows && chunks > kLongRowVectors && next_power_of_two(chunks) == chunks;
+        stages_recomputed_rows && chunks > kLongRowVectors && is_power_of_two(chunks);
     const bool long_two_phase_rows = (!single_phase || comoments || wide_phase) &&
                                      chunks > kLongRowVectors && !long_recomputed_rows;
     const std::int64_t vectors_per_thread =

@@ -42,6 +42,11 @@ enum class RowStorage : int {
 };
 inline constexpr int kRowStorageCount = 6;  // RowStorage values are 0 .. kRowStorageCount - 1
 
+// Whether v is a positive power of two (threads, rows per CTA, vectors, cluster sizes, rows).
+constexpr bool is_power_of_two(std::int64_t v) {
+  return v > 0 && (v & (v - 1)) == 0;
+}
+
 // Whether the rows live in registers while a row block is worked on.
 constexpr bool rows_in_registers(RowStorage storage) {
   return storage == RowStorage::registers || storage == RowStorage::prefetched ||
