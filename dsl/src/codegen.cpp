@@ -1911,10 +1911,15 @@ class Emitter {
   // chunks, so that ptxas issues their loads before the exchange. It moved them past the
   // exchange's wait otherwise, where the exchange hid no load: LayerNorm's recomputing backward
   // at bf16 N = 32768-262144, RMSNorm's at 131072-262144, some stacked saved-statistics
-  // backwards on clusters of 16 (scripts/sass-order, fifty-second session).
+  // backwards on clusters of 16 (scripts/sass-order, fifty-second session). Backwards only:
+  // the forwards issued their loads early already, and gained nothing from it (H100, within 0.3
+  // points). Not where sinks_prefetches keeps the loads early: RMSNorm's recompute there lost
+  // 1.7 and 3.1 points with the pin on the H200 (bf16 N = 32768, 65536; fifty-fourth session).
   void emit_load_pin() {
-    if (storage_ != RowStorage::prefetched || pinned_this_row_ ||
-        first_pass_reads_row_scalar_input())
+    const auto& c = spec_.config;
+    if (storage_ != RowStorage::prefetched || pinned_this_row_ || !plan_.persistent ||
+        first_pass_reads_row_scalar_input() ||
+        sinks_prefetches(c.threads_per_row * c.rows_per_cta))
       return;
     pinned_this_row_ = true;
     std::string stride, output;
