@@ -1918,8 +1918,7 @@ class Emitter {
   void emit_load_pin() {
     const auto& c = spec_.config;
     if (storage_ != RowStorage::prefetched || pinned_this_row_ || !plan_.persistent ||
-        first_pass_reads_row_scalar_input() ||
-        sinks_prefetches(c.threads_per_row * c.rows_per_cta))
+        first_pass_reads_row_scalar_input() || sinks_prefetches(c.threads_per_row * c.rows_per_cta))
       return;
     pinned_this_row_ = true;
     std::string stride, output;
