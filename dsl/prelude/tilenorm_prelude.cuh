@@ -280,6 +280,20 @@ __device__ __forceinline__ typename RawVector<sizeof(T) * V>::type fetch_chunk(c
   return c.raw;
 }
 
+// The bits of a raw chunk folded into one word (see pin_loads in the code generator).
+__device__ __forceinline__ unsigned raw_bits(u16 raw) {
+  return raw;
+}
+__device__ __forceinline__ unsigned raw_bits(u32 raw) {
+  return raw;
+}
+__device__ __forceinline__ unsigned raw_bits(uint2 raw) {
+  return raw.x ^ raw.y;
+}
+__device__ __forceinline__ unsigned raw_bits(uint4 raw) {
+  return raw.x ^ raw.y ^ raw.z ^ raw.w;
+}
+
 template <class T, int V>
 __device__ __forceinline__ typename RawVector<sizeof(T) * V>::type raw_zero() {
   Chunk<T, V> c;
@@ -318,6 +332,15 @@ __device__ __forceinline__ void copy_chunk_async(typename RawVector<sizeof(T) * 
                  "l"(source), "n"(kBytes), "r"(bytes)
                  : "memory");
   }
+}
+
+// Starts an asynchronous copy (cp.async, sm_80+) of values[index] into `slot` in shared memory,
+// without waiting; a zero where `valid` is false (nothing is read then).
+__device__ __forceinline__ void copy_scalar_async(float* slot, const float* values,
+                                                  long long index, bool valid) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(shared_address(slot)),
+               "l"(valid ? values + index : values), "r"(valid ? 4u : 0u)
+               : "memory");
 }
 
 // Waits for this thread's asynchronous copies (each thread reads back only what it copied).
@@ -745,8 +768,7 @@ __device__ __forceinline__ Comoment combine_comoment_states(Load state) {
   if constexpr (Width == Count) {
     return comoment_allreduce<Count, C, Same>(state(i));
   } else {
-    return comoment_allreduce<Width, Counts::any, Same>(i < Count ? state(i)
-                                                                  : comoment_identity());
+    return comoment_allreduce<Width, Counts::any, Same>(i < Count ? state(i) : comoment_identity());
   }
 }
 

@@ -559,7 +559,7 @@ class Emitter {
     emit_row_loop();
     // The last iteration started copies of a row block past the end (zeros): no copy may
     // still be writing this CTA's shared memory when it exits.
-    if (staging()) out_ << "  tn::wait_async_copies();\n";
+    if (staging() || fetches_any_row_scalar()) out_ << "  tn::wait_async_copies();\n";
     // A software cluster's CTAs hold nothing a peer reads after they exit.
     const bool exchanges = clustered_ && !global_exchange_ && !lp_.reduction_phases.empty();
     if (exchanges) codegen_sm90::emit_exit_arrive(out_);
@@ -698,8 +698,9 @@ class Emitter {
     const Node& n = g_.node(id);
     if (n.op == Op::load) {
       const ir::Slot& s = slot(n.index);
-      return s.shape == Shape::scalar ? "sc_" + s.name
-                                      : "(row_valid ? p_" + s.name + "[row] : 0.0f)";
+      if (s.shape == Shape::scalar) return "sc_" + s.name;
+      if (fetches_row_scalar(n.index)) return fetched_row_scalar(n.index, raw_suffix_);
+      return "(row_valid ? p_" + s.name + "[row] : 0.0f)";
     }
     if (n.op == Op::constant) return float_literal(n.value);
     if (ir::is_reduction(n.op)) {
@@ -976,6 +977,73 @@ class Emitter {
   bool staging() const { return storage_ == RowStorage::staged; }
   bool pipelined() const { return storage_ == RowStorage::pipelined; }
 
+  // A cluster kernel that fetches row blocks ahead copies their row-scalar inputs (a backward's
+  // saved statistics) with them, by cp.async into shared memory, where its first pass reads none
+  // of them (RMSNorm's rstd, read after the exchange: see first_pass_reads_row_scalar_input).
+  // Loaded at the row's start, they are waited for at their first use (SASS, fifty-second
+  // session). Fetched into registers instead, they pushed some kernels past their register
+  // budget; a copy into shared memory holds none. Each thread copies its own values (it waits
+  // only for its own copies), into two sets of slots that alternate by row block. Pipelined
+  // rows load them at the row's start, and so do kernels of one CTA per row (fetched ahead into
+  // registers there, they cost LayerNorm's bf16 backward at N = 128 six points on the H100,
+  // fifty-third session).
+  bool fetches_row_scalar(std::size_t slot) const {
+    const ir::Slot& s = p_.slots[slot];
+    return clustered_ && fetches_ahead(storage_) && !pipelined() && s.role == ir::Role::read &&
+           s.shape == Shape::row_scalar && !first_pass_reads_row_scalar_input();
+  }
+  // Whether a reduction of the first phase depends on a row-scalar input (LayerNorm's saved
+  // mean). There, copying the statistics ahead and pinning the loads (emit_load_pin) lost on the
+  // H100: bf16 LayerNorm backward on clusters -8.9 points at N = 8192, -8.7 at 262144, pinned
+  // alone -1.8 to -6.5 at every N; where the first pass reads none (RMSNorm's saved backward,
+  // the recomputes, the forwards) they gained or held (fifty-third session).
+  bool first_pass_reads_row_scalar_input() const {
+    if (lp_.reduction_phases.empty()) return false;
+    std::vector<NodeId> stack(lp_.reduction_phases.front().begin(),
+                              lp_.reduction_phases.front().end());
+    std::set<NodeId> seen;
+    while (!stack.empty()) {
+      const Node& n = g_.node(stack.back());
+      stack.pop_back();
+      if (n.op == Op::load && n.shape == Shape::row_scalar) return true;
+      for (int i = 0; i < n.arity; ++i)
+        if (seen.insert(n.args[i]).second) stack.push_back(n.args[i]);
+    }
+    return false;
+  }
+  bool fetches_any_row_scalar() const {
+    for (std::size_t i = 0; i < p_.slots.size(); ++i)
+      if (fetches_row_scalar(i)) return true;
+    return false;
+  }
+  static std::string row_scalar_stage(std::size_t slot) {
+    return "tn_row_scalar" + std::to_string(slot);
+  }
+  static std::string fetched_row_scalar(std::size_t slot, const std::string& suffix) {
+    return "rs" + std::to_string(slot) + suffix;
+  }
+  // Declares the shared slots of the row-scalar inputs fetched ahead (two row blocks, one
+  // value per thread) and which of the two the current row block reads.
+  void declare_row_scalar_stages() {
+    if (!fetches_any_row_scalar()) return;
+    for (std::size_t i = 0; i < p_.slots.size(); ++i)
+      if (fetches_row_scalar(i))
+        out_ << "  __shared__ float " << row_scalar_stage(i) << "[2][TPR * RPC];\n";
+    // The slots of the current row block; the first row block's fetch, before the row loop,
+    // fills the other ones, slots 0.
+    out_ << "  int tn_row_scalar_block = 1;\n";
+  }
+  // At a row block's start: its fetched row-scalar inputs, from shared memory (a staged kernel
+  // has waited for its copies already).
+  void emit_row_scalar_reads() {
+    if (!fetches_any_row_scalar()) return;
+    if (!staging()) out_ << "  tn::wait_async_copies();\n";
+    for (std::size_t i = 0; i < p_.slots.size(); ++i)
+      if (fetches_row_scalar(i))
+        out_ << "  const float " << fetched_row_scalar(i, "_raw") << " = " << row_scalar_stage(i)
+             << "[tn_row_scalar_block][threadIdx.x];\n";
+  }
+
   // Where staged chunks land: this thread's chunk `it` of row input i is tn_stage<i>[it *
   // THREADS] (see stage_bytes), so a warp's copies fill contiguous 16-byte slots.
   void emit_staging_pointers() {
@@ -1043,6 +1111,12 @@ class Emitter {
     }
     out_ << "    }\n";
     emit_remainder_loads("_next", "fetch", "fetch_valid");
+    // The fetched row block's slots are the ones the current row block does not read.
+    for (std::size_t i = 0; i < p_.slots.size(); ++i)
+      if (fetches_row_scalar(i))
+        out_ << "    tn::copy_scalar_async(&" << row_scalar_stage(i)
+             << "[tn_row_scalar_block ^ 1][threadIdx.x], p_" << p_.slots[i].name
+             << ", fetch_row, fetch_valid);\n";
     out_ << "  }\n";
   }
 
@@ -1122,12 +1196,15 @@ class Emitter {
       return;
     }
     if (prefetching()) declare_raw_rows("_next");
+    declare_row_scalar_stages();
     if (fetches_ahead(storage_)) emit_fetch(block_index_);
+    if (fetches_any_row_scalar()) out_ << "  tn_row_scalar_block = 0;\n";
     if (spec_.early_columns) emit_early_columns();
     out_ << "  for (long long block = " << block_index_
          << "; block * RPC < rows; block += " << block_count_ << ") {\n";
     emit_row_start("block");
     fetched_this_row_ = false;
+    pinned_this_row_ = false;
     inputs_read_.clear();
     if (rows_in_registers(storage_)) {
       emit_preload();
@@ -1142,6 +1219,7 @@ class Emitter {
     }
     emit_pass(-1);
     emit_row_end();
+    if (fetches_any_row_scalar()) out_ << "  tn_row_scalar_block ^= 1;\n";
     out_ << "  }\n";
   }
 
@@ -1289,6 +1367,7 @@ class Emitter {
 
   void emit_preload() {
     declare_raw_rows("_raw");
+    emit_row_scalar_reads();
     if (prefetching()) {
       emit_raw_copy("_raw", "_next");
       emit_fetch("block + " + block_count_);
@@ -1819,11 +1898,45 @@ class Emitter {
       if (geo_.warps_per_row == 1 && spec_.config.rows_per_cta > 1)
         out_ << "  __syncthreads();  // every row group has read its earlier exchanges\n";
       const auto exchanged = cluster_reductions(reductions);
+      emit_load_pin();
       emit_exchange_push(exchanged);
       if (defer_exchange_) return;  // a pipelined kernel combines it one row block later
       emit_exchange_combine(exchanged);
     }
     emit_reduction_values(phase);
+  }
+
+  // Before a prefetched cluster kernel's first exchange of a row block: a branch never taken
+  // (a row stride is never negative; the runtime checks) that stores the next row block's raw
+  // chunks, so that ptxas issues their loads before the exchange. It moved them past the
+  // exchange's wait otherwise, where the exchange hid no load: LayerNorm's recomputing backward
+  // at bf16 N = 32768-262144, RMSNorm's at 131072-262144, some stacked saved-statistics
+  // backwards on clusters of 16 (scripts/sass-order, fifty-second session). Backwards only:
+  // the forwards issued their loads early already, and gained nothing from it (H100, within 0.3
+  // points). Not where sinks_prefetches keeps the loads early: RMSNorm's recompute there lost
+  // 1.7 and 3.1 points with the pin on the H200 (bf16 N = 32768, 65536; fifty-fourth session).
+  void emit_load_pin() {
+    const auto& c = spec_.config;
+    if (storage_ != RowStorage::prefetched || pinned_this_row_ || !plan_.persistent ||
+        first_pass_reads_row_scalar_input() || sinks_prefetches(c.threads_per_row * c.rows_per_cta))
+      return;
+    pinned_this_row_ = true;
+    std::string stride, output;
+    for (const ir::Slot& s : p_.slots) {
+      if (s.shape != Shape::tile) continue;
+      if (s.role == ir::Role::read && stride.empty()) stride = "stride_" + s.name;
+      if (s.role == ir::Role::written && output.empty()) output = "p_" + s.name;
+    }
+    if (stride.empty() || output.empty()) return;
+    out_ << "  if (" << stride << " < 0) {  // never: keeps the next row block's loads here\n"
+         << "    unsigned pin = 0;\n#pragma unroll\n    for (int it = 0; it < ITERS; ++it)\n"
+         << "      pin ^= 0";
+    for (std::size_t i = 0; i < p_.slots.size(); ++i) {
+      const ir::Slot& s = p_.slots[i];
+      if (s.role == ir::Role::read && s.shape == Shape::tile)
+        out_ << " ^ tn::raw_bits(in" << i << "_next[it])";
+    }
+    out_ << ";\n    *reinterpret_cast<unsigned*>(" << output << ") = pin;\n  }\n";
   }
 
   // Exchange buffers: two, four where a pipelined kernel pushes one exchange ahead.
@@ -2217,6 +2330,7 @@ class Emitter {
   // block's copies have started.
   std::set<int> inputs_read_;
   bool fetched_this_row_ = false;
+  bool pinned_this_row_ = false;  // see emit_load_pin
   // The raw chunk arrays the passes unpack (in<i><suffix>): a pipelined kernel's two row
   // blocks use their own.
   std::string raw_suffix_ = "_raw";

@@ -1065,6 +1065,67 @@ TEST_CASE("codegen: RMSNorm's 16-bit recomputing cluster backward asks ptxas for
   }
 }
 
+TEST_CASE("codegen: cluster backwards copy their saved statistics with the row block") {
+  // A statistic loaded at the row's start held up the next row block's loads; copied ahead
+  // into shared memory, it costs no register. Only where the first pass reads none: LayerNorm's
+  // saved backward, whose first pass reads the mean, keeps loading them at the row's start.
+  const auto source = [](const char* name, std::int64_t n, int threads_per_row, int ctas,
+                         RowStorage storage) {
+    tilenorm::KernelConfig c = config(threads_per_row, 1, 8, storage);
+    c.ctas_per_row = ctas;
+    return tilenorm::generate_cuda(lowered(name), {DType::bf16, DType::bf16, n, c}).source;
+  };
+  const std::string clustered = source("rms_norm_backward", 65536, 128, 16, RowStorage::prefetched);
+  CHECK(contains(clustered, "p_rstd, fetch_row, fetch_valid);"));
+  CHECK_FALSE(contains(clustered, "p_rstd[row]"));
+  CHECK(contains(clustered, "tn::wait_async_copies();\n  const float rs"));
+  // LayerNorm's saved backward, one CTA per row, and pipelined rows load them at the row's
+  // start.
+  for (const std::string& other :
+       {source("layer_norm_backward", 65536, 128, 16, RowStorage::prefetched),
+        source("rms_norm_backward", 4096, 128, 1, RowStorage::prefetched),
+        source("rms_norm_backward", 65536, 128, 16, RowStorage::pipelined)}) {
+    CHECK(contains(other, "(row_valid ? p_rstd[row] : 0.0f)"));
+    CHECK_FALSE(contains(other, "copy_scalar_async(&"));
+  }
+}
+
+TEST_CASE(
+    "codegen: prefetched cluster kernels pin the next row block's loads before the exchange") {
+  // ptxas issued them after the exchange's wait otherwise (LayerNorm's recomputing backward):
+  // a branch never taken that stores them keeps them ahead of its first push.
+  const auto source = [](const char* name, int ctas, RowStorage storage) {
+    tilenorm::KernelConfig c = config(128, 1, 8, storage);
+    c.ctas_per_row = ctas;
+    const std::int64_t n = ctas * 4096;  // four vectors per thread
+    return tilenorm::generate_cuda(lowered(name), {DType::bf16, DType::bf16, n, c}).source;
+  };
+  const std::string pin = "if (stride_x < 0) {  // never: keeps the next row block's loads here";
+  for (const char* name : {"layer_norm_backward_recompute", "rms_norm_backward"}) {
+    CAPTURE(name);
+    const std::string clustered = source(name, 16, RowStorage::prefetched);
+    const std::size_t at = clustered.find(pin);
+    REQUIRE(at != std::string::npos);
+    // Once per row block, before its first push (LayerNorm's recompute pushes twice).
+    CHECK(clustered.find(pin, at + 1) == std::string::npos);
+    const std::size_t loop = clustered.find("for (long long block");
+    const std::size_t push = clustered.find("tn::exchange_push(", loop);
+    CHECK(loop < at);
+    CHECK(at < push);
+    CHECK(contains(clustered, "tn::raw_bits(in0_next[it])"));
+  }
+  // Not without a cluster, nor where no row block is fetched ahead, nor where the first pass
+  // reads a saved statistic (LayerNorm's mean), nor in forwards, nor where the kernel asks for
+  // the registers that keep its loads early (RMSNorm's recompute of four vectors per thread).
+  CHECK_FALSE(contains(source("rms_norm_backward", 1, RowStorage::prefetched), pin));
+  CHECK_FALSE(contains(source("rms_norm_backward", 16, RowStorage::registers), pin));
+  CHECK_FALSE(contains(source("layer_norm_backward", 16, RowStorage::prefetched), pin));
+  CHECK_FALSE(contains(source("rms_norm", 16, RowStorage::prefetched), pin));
+  const std::string sinking = source("rms_norm_backward_recompute", 16, RowStorage::prefetched);
+  CHECK(contains(sinking, "__launch_bounds__(128, 3)"));
+  CHECK_FALSE(contains(sinking, pin));
+}
+
 // ---- configurations that cannot be generated
 
 TEST_CASE("codegen: config_problem names what is wrong with a configuration") {
@@ -1089,14 +1150,14 @@ TEST_CASE("codegen: config_problem names what is wrong with a configuration") {
   CHECK(tilenorm::config_problem(lowered("rms_norm"),
                                  {DType::bf16, DType::f32, 1024, config(128, 1, 8, registers)}) ==
         "vec must be a power of two with vec * element size <= 16 bytes, got 8");
-  CHECK(
-      problem("rms_norm", DType::bf16, 1024, config(128, 1, 8, static_cast<RowStorage>(6))) ==
-      "row_storage must be 0 (registers), 1 (shared), 2 (global), 3 (prefetched), 4 (staged) or 5 "
-      "(pipelined), got 6");
-  CHECK(
-      problem("rms_norm", DType::bf16, 1024, config(128, 1, 8, static_cast<RowStorage>(-1))) ==
-      "row_storage must be 0 (registers), 1 (shared), 2 (global), 3 (prefetched), 4 (staged) or 5 "
-      "(pipelined), got -1");
+  CHECK(problem("rms_norm", DType::bf16, 1024, config(128, 1, 8, static_cast<RowStorage>(6))) ==
+        "row_storage must be 0 (registers), 1 (shared), 2 (global), 3 (prefetched), 4 (staged) "
+        "or 5 "
+        "(pipelined), got 6");
+  CHECK(problem("rms_norm", DType::bf16, 1024, config(128, 1, 8, static_cast<RowStorage>(-1))) ==
+        "row_storage must be 0 (registers), 1 (shared), 2 (global), 3 (prefetched), 4 (staged) "
+        "or 5 "
+        "(pipelined), got -1");
   // Pipelined rows defer a cluster's exchange: no cluster, or two reduction phases (LayerNorm's
   // recomputing backward), leave nothing to defer.
   CHECK(problem("rms_norm", DType::bf16, 65536, config(256, 1, 8, RowStorage::pipelined)) ==
@@ -1677,8 +1738,8 @@ TEST_CASE("codegen: the heuristic keeps rows in registers, then shared memory, t
   // vectors (N = 16384) on 256 threads of eight, not a row of 1536 (fp16 N = 12288, 512 threads
   // of three, prefetched; bf16 takes a cluster of six, below). A row of 1280 vectors (N = 10240)
   // takes 512 threads too, not 256 staged with five vectors each, while a ragged one (N = 8200)
-  // keeps 256 in registers. Mixed bf16 rows with fp32 parameters read vectors of four elements and
-  // keep four of them per thread.
+  // keeps 256 in registers. Mixed bf16 rows with fp32 parameters read vectors of four elements
+  // and keep four of them per thread.
   const auto ln_backward_config = [&](DType io, DType param, std::int64_t n) {
     return tilenorm::heuristic_config(lowered("layer_norm_backward"), io, param, n,
                                       tilenorm::DeviceLimits::hopper());
@@ -2524,7 +2585,8 @@ TEST_CASE("codegen: kernels that sum across rows peel one row per CTA, at one sh
 }
 
 TEST_CASE(
-    "codegen: peeled fp32 rows too long for 16 x 1024 threads of four vectors take 512 of eight") {
+    "codegen: peeled fp32 rows too long for 16 x 1024 threads of four vectors take 512 of "
+    "eight") {
   // fp32 N = 262143: 65536 vectors, on a cluster of 16 as aligned rows are, 512 threads of eight
   // vectors each, prefetched, each CTA with its slice of the column parameters copied at its
   // shift (until the twenty-sixth session: one CTA per row, re-reading it from L2).
