@@ -155,6 +155,26 @@ bool persistent_kernel(const LoweredProgram& lp, const KernelSpec& spec) {
          fetches_ahead(static_cast<RowStorage>(spec.config.row_storage));
 }
 
+// Whether a reduction of the first phase depends on a row-scalar input (LayerNorm's saved
+// mean). There, copying the statistics ahead and pinning the loads (emit_load_pin) lost on the
+// H100: bf16 LayerNorm backward on clusters -8.9 points at N = 8192, -8.7 at 262144, pinned
+// alone -1.8 to -6.5 at every N; where the first pass reads none (RMSNorm's saved backward,
+// the recomputes, the forwards) they gained or held (fifty-third session).
+bool first_pass_reads_row_scalar_input(const LoweredProgram& lp) {
+  if (lp.reduction_phases.empty()) return false;
+  const ir::Graph& graph = *lp.program.graph;
+  std::vector<NodeId> stack(lp.reduction_phases.front().begin(), lp.reduction_phases.front().end());
+  std::set<NodeId> seen;
+  while (!stack.empty()) {
+    const Node& n = graph.node(stack.back());
+    stack.pop_back();
+    if (n.op == Op::load && n.shape == Shape::row_scalar) return true;
+    for (int i = 0; i < n.arity; ++i)
+      if (seen.insert(n.args[i]).second) stack.push_back(n.args[i]);
+  }
+  return false;
+}
+
 }  // namespace
 
 // With shift_per_row the copy of the column parameters is laid out at no shift, one chunk
@@ -491,6 +511,7 @@ class Emitter {
     clustered_ = spec.config.ctas_per_row > 1;
     global_exchange_ = clustered_ && spec.global_exchange;
     persistent_ = persistent_kernel(lp, spec);
+    first_pass_reads_statistic_ = first_pass_reads_row_scalar_input(lp);
     block_index_ = clustered_ ? "tn_cluster" : "blockIdx.x";
     block_count_ = clustered_ ? "tn_clusters" : "gridDim.x";
     // Row groups combine their partial sums in shared memory, one partial row per CTA, when
@@ -990,26 +1011,7 @@ class Emitter {
   bool fetches_row_scalar(std::size_t slot) const {
     const ir::Slot& s = p_.slots[slot];
     return clustered_ && fetches_ahead(storage_) && !pipelined() && s.role == ir::Role::read &&
-           s.shape == Shape::row_scalar && !first_pass_reads_row_scalar_input();
-  }
-  // Whether a reduction of the first phase depends on a row-scalar input (LayerNorm's saved
-  // mean). There, copying the statistics ahead and pinning the loads (emit_load_pin) lost on the
-  // H100: bf16 LayerNorm backward on clusters -8.9 points at N = 8192, -8.7 at 262144, pinned
-  // alone -1.8 to -6.5 at every N; where the first pass reads none (RMSNorm's saved backward,
-  // the recomputes, the forwards) they gained or held (fifty-third session).
-  bool first_pass_reads_row_scalar_input() const {
-    if (lp_.reduction_phases.empty()) return false;
-    std::vector<NodeId> stack(lp_.reduction_phases.front().begin(),
-                              lp_.reduction_phases.front().end());
-    std::set<NodeId> seen;
-    while (!stack.empty()) {
-      const Node& n = g_.node(stack.back());
-      stack.pop_back();
-      if (n.op == Op::load && n.shape == Shape::row_scalar) return true;
-      for (int i = 0; i < n.arity; ++i)
-        if (seen.insert(n.args[i]).second) stack.push_back(n.args[i]);
-    }
-    return false;
+           s.shape == Shape::row_scalar && !first_pass_reads_statistic_;
   }
   bool fetches_any_row_scalar() const {
     for (std::size_t i = 0; i < p_.slots.size(); ++i)
@@ -1918,7 +1920,7 @@ class Emitter {
   void emit_load_pin() {
     const auto& c = spec_.config;
     if (storage_ != RowStorage::prefetched || pinned_this_row_ || !plan_.persistent ||
-        first_pass_reads_row_scalar_input() || sinks_prefetches(c.threads_per_row * c.rows_per_cta))
+        first_pass_reads_statistic_ || sinks_prefetches(c.threads_per_row * c.rows_per_cta))
       return;
     pinned_this_row_ = true;
     std::string stride, output;
@@ -2316,9 +2318,10 @@ class Emitter {
   RowStorage storage_;
   KernelPlan plan_;
   bool combine_ = false;
-  bool folds_ = false;            // column partial sums folded across a cluster (folds_partials)
-  bool persistent_ = false;       // loops over row blocks (persistent_kernel)
-  bool shared_partials_ = false;  // column partial sums in shared memory, not registers
+  bool folds_ = false;       // column partial sums folded across a cluster (folds_partials)
+  bool persistent_ = false;  // loops over row blocks (persistent_kernel)
+  bool first_pass_reads_statistic_ = false;  // first_pass_reads_row_scalar_input
+  bool shared_partials_ = false;             // column partial sums in shared memory, not registers
   int runs_ = 1;                  // their slots per shared-memory access (partial_run_width)
   bool column_stash_ = false;     // column parameters copied to shared memory once per CTA
   bool clustered_ = false;        // a cluster of CTAs splits each row
