@@ -139,8 +139,32 @@ std::size_t count_changed_padding(const std::vector<std::byte>& buffer, const Ch
 
 }  // namespace
 
+void check_slot_offsets(const ir::Program& program, const CheckOptions& options) {
+  for (const auto& entry : options.slot_offsets) {
+    const std::string& name = entry.first;
+    const auto index = program.find_slot(name);
+    std::string problem;
+    if (!index) {
+      problem = "is no slot";
+    } else if (program.slots[*index].role != ir::Role::read) {
+      problem = "is written, not read";
+    } else if (program.slots[*index].shape == ir::Shape::scalar) {
+      problem = "is a scalar (its value is one of CheckOptions::scalars)";
+    }
+    if (problem.empty()) continue;
+    std::string readable;
+    for (const ir::Slot& slot : program.slots) {
+      if (slot.role == ir::Role::read && slot.shape != ir::Shape::scalar)
+        readable += (readable.empty() ? "" : ", ") + slot.name;
+    }
+    throw Error("CheckOptions::slot_offsets names '" + name + "', which in program '" +
+                program.name + "' " + problem + " (slots it can offset: " + readable + ")");
+  }
+}
+
 CheckReport check_against_interpreter(const Norm& norm, const CheckOptions& o) {
   const ir::Program& p = norm.program();
+  check_slot_offsets(p, o);
   driver::ScopedContext scope(driver::primary_context(0));
   CheckReport report;
   auto dtype_of = [&](const ir::Slot& slot) {
@@ -161,17 +185,20 @@ CheckReport check_against_interpreter(const Norm& norm, const CheckOptions& o) {
     const bool read = slot.role == ir::Role::read;
     const std::uint64_t seed = o.seed * 7919 + i * 104729;
     const std::size_t count = slot_elements(slot.shape, o.rows, o.cols);
+    const auto offset_entry = o.slot_offsets.find(slot.name);
+    const double slot_offset = offset_entry == o.slot_offsets.end() ? 0.0 : offset_entry->second;
     switch (slot.shape) {
       case ir::Shape::tile:
         if (read) {
-          values[i] = random_values(count, seed, -2.0 + o.row_input_offset,
-                                    2.5 + o.row_input_offset, dtype);
+          const double shift = o.row_input_offset + slot_offset;
+          values[i] = random_values(count, seed, -2.0 + shift, 2.5 + shift, dtype);
         }
         rows_buffers[i] = make_rows(o, dtype, read ? &values[i] : nullptr);
         args.emplace_back(rows_buffers[i].view);
         break;
       case ir::Shape::column: {
-        if (read) values[i] = random_values(count, seed, -1.5, 1.5, dtype);
+        if (read)
+          values[i] = random_values(count, seed, -1.5 + slot_offset, 1.5 + slot_offset, dtype);
         // Read columns (weights) start column_element_offset elements into their buffer;
         // written ones (their gradients) at its start.
         const auto offset = read ? static_cast<std::size_t>(o.column_element_offset) : 0;
@@ -183,7 +210,8 @@ CheckReport check_against_interpreter(const Norm& norm, const CheckOptions& o) {
       }
       case ir::Shape::row_scalar:
         // Positive, like a saved rstd; a saved mean may be anything, so this is fine too.
-        if (read) values[i] = random_values(count, seed, 0.5, 1.5, DType::f32);
+        if (read)
+          values[i] = random_values(count, seed, 0.5 + slot_offset, 1.5 + slot_offset, DType::f32);
         dense[i] = make_dense(count, DType::f32, read ? &values[i] : nullptr);
         args.emplace_back(RowStatView{reinterpret_cast<float*>(dense[i].get()), o.rows});
         break;

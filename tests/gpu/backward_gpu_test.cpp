@@ -246,6 +246,35 @@ TEST_CASE("backward: clusters take bf16 rows of 1024 vectors, four stacked per C
     }
 }
 
+// 16-bit rows sum LayerNorm's saved backward uncentered (sum(x * g) - mean * sum(g):
+// pull_loaded_offsets), whose fp32 rounding is relative to |x|, not |x - mean|; fp32 rows keep
+// the centered sum, which the uncentered one would fail here (emulated: 2.8e-5 at offset 100,
+// N = 7, against fp32's 1e-5). Rows of 100 + [-2, 2.5) and -300 + [-2, 2.5), the saved mean
+// beside them, at N of one CTA, of a cluster and of peeled rows.
+TEST_CASE("backward: LayerNorm's saved backward survives rows whose mean is far from zero") {
+  const tilenorm::Norm norm =
+      backward_runtime().load(tilenorm::backward(tilenorm::kernels::builtin_program("layer_norm")));
+  for (DType dtype : {DType::f32, DType::f16, DType::bf16}) {
+    for (std::int64_t n : {7, 1000, 12345, 65536}) {
+      for (double offset : {100.0, -300.0}) {
+        CAPTURE(tilenorm::dtype_name(dtype));
+        CAPTURE(n);
+        CAPTURE(offset);
+        const auto report = tilenorm::check_against_interpreter(
+            norm, {.io_dtype = dtype,
+                   .param_dtype = dtype,
+                   .rows = 100,
+                   .cols = n,
+                   .seed = 53u + static_cast<unsigned>(n),
+                   .slot_offsets = {{"x", offset}, {"mean", offset}}});
+        INFO(report.describe());
+        CHECK(report.ok());
+        CHECK(report.unwritten == 0);
+      }
+    }
+  }
+}
+
 TEST_CASE("backward: misaligned rows are peeled at one shift per thread across many rows") {
   // Odd N (every row starts at another misalignment) and an offset base pointer, with more
   // rows than the persistent grid holds, so that each thread sums the column gradients of

@@ -3,6 +3,7 @@
 // output with the fp64 interpreter. Used by the GPU tests, the demo and the autotuner, so
 // that all three check kernels the same way.
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -27,7 +28,16 @@ struct CheckOptions {
   // Added to the range of every row input, [-2, 2.5): a large offset against that spread makes
   // a variance computed as E[x^2] - E[x]^2 cancel, which a numerically sound kernel survives.
   double row_input_offset = 0.0;
+  // Added to the values of the read slots named here (row inputs, on top of row_input_offset;
+  // column parameters; saved statistics): a saved backward's rows and their saved mean far
+  // from zero together. A name that is not a read slot, or names a scalar (see `scalars`), is
+  // an error (check_slot_offsets).
+  std::map<std::string, double> slot_offsets{};
 };
+
+// Throws tilenorm::Error naming the slot when options.slot_offsets names no read slot of
+// `program` other than a scalar. check_against_interpreter calls it before touching the GPU.
+void check_slot_offsets(const ir::Program& program, const CheckOptions& options);
 
 struct CheckReport {
   struct Output {
