@@ -246,10 +246,10 @@ TEST_CASE("backward: clusters take bf16 rows of 1024 vectors, four stacked per C
     }
 }
 
-// 16-bit rows sum LayerNorm's saved backward uncentered (sum(x * g) - mean * sum(g):
-// pull_loaded_offsets), whose fp32 rounding is relative to |x|, not |x - mean|; fp32 rows keep
-// the centered sum, which the uncentered one would fail here (emulated: 2.8e-5 at offset 100,
-// N = 7, against fp32's 1e-5). Rows of 100 + [-2, 2.5) and -300 + [-2, 2.5), the saved mean
+// LayerNorm's saved backward sums (x - mean) * g, centered. The uncentered form, sum(x * g) -
+// mean * sum(g), rounds relative to |x|, not |x - mean|: emulated in fp32, 2.8e-5 at offset
+// 100, N = 7, against fp32's 1e-5 (docs/performance.md, fifty-fifth session), so a kernel that
+// summed that way would fail here. Rows of 100 + [-2, 2.5) and -300 + [-2, 2.5), the saved mean
 // beside them, at N of one CTA, of a cluster and of peeled rows.
 TEST_CASE("backward: LayerNorm's saved backward survives rows whose mean is far from zero") {
   const tilenorm::Norm norm =
