@@ -29,6 +29,7 @@ constexpr const char* kDescription =
 struct DumpOptions {
   std::string kernel, dtype = "bf16", n = "4096", m;
   std::string threads_per_row, rows_per_cta, vec, storage, ctas_per_row = "1", arch, cubin;
+  std::string load_pin = "rule";
   bool source_only = false, ir_only = false, backward = false, recompute = false;
   bool misaligned = false, shift_per_row = false, early_columns = false;
 };
@@ -62,6 +63,10 @@ int dump(const std::vector<std::string>& args) {
                  "registers, shared, global, prefetched, staged or pipelined (the last three "
                  "persistent; pipelined on a cluster)",
                  "S");
+  cli::add_value(app, "--load-pin", o.load_pin,
+                 "rule (default), on or off: whether a prefetched cluster backward pins its next "
+                 "row block's loads before the exchange (KernelConfig::load_pin)",
+                 "P");
   auto* source_only = app.add_flag(
       "--source-only", o.source_only,
       "print only the self-contained source (prelude included), which `nvcc -arch=sm_90 -c` "
@@ -131,12 +136,14 @@ int dump(const std::vector<std::string>& args) {
         static_cast<int>(cli::parse_integer("--rows-per-cta", o.rows_per_cta, 1, kMaxKnob)),
         static_cast<int>(cli::parse_integer("--vec", o.vec, 1, kMaxKnob)),
         static_cast<int>(cli::parse_row_storage("--storage", o.storage)),
-        static_cast<int>(cli::parse_integer("--ctas-per-row", o.ctas_per_row, 1, 16))};
+        static_cast<int>(cli::parse_integer("--ctas-per-row", o.ctas_per_row, 1, 16)),
+        tn::kPinByRule};
   } else {
     spec.config =
         tn::heuristic_config(lowered, spec.io_dtype, spec.param_dtype, n,
                              arch_limits.value_or(tn::DeviceLimits::hopper()), 0, o.misaligned, m);
   }
+  spec.config.load_pin = static_cast<int>(cli::parse_load_pin("--load-pin", o.load_pin));
   spec.shift_per_row = o.shift_per_row;
   spec.early_columns = o.early_columns;
   if (arch_limits) spec = tn::fit_shared_memory(lowered, spec, *arch_limits);

@@ -323,7 +323,8 @@ int show(const tn::ShowCommand& command) {
     const tn::TuningKey& key = entry.key;
     std::string config;
     try {
-      config = tn::short_config(tn::reflect::from_json<tn::KernelConfig>(entry.config, "config"));
+      config = tn::short_config(tn::reflect::from_json<tn::KernelConfig>(
+          entry.config, "config", tn::kKernelConfigLaterFields));
     } catch (const tn::Error&) {
       config = entry.config.dump();  // from another tilenorm version
     }

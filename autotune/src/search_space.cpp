@@ -21,6 +21,7 @@ constexpr std::int64_t kRegisterDominanceValues = 32;
 constexpr std::int64_t kMaxBlockThreads = 1024;
 constexpr std::int64_t kClusterMinRowVectors = 1024;  // rows shorter than this need no cluster
 constexpr std::int64_t kPipelinedMinRowVectors = 4096;
+constexpr std::int64_t kPinMinRowVectors = 2048;
 // A forward's persistent grid without a cluster (prefetched rows) is searched from rows of this
 // many vectors: it won at some ragged rows of 360-1543 vectors (thirteenth session, bf16:
 // LayerNorm N = 2880 on 64 threads x 4 rows 84.8% of the copy ceiling against 82.9% in
@@ -45,6 +46,7 @@ std::vector<int> domain_for_field(const std::string& field, DType io_dtype, DTyp
   if (field == "vec") return powers_of_two(1, widest_vec(io_dtype, param_dtype));
   if (field == "ctas_per_row") return every_value(1, kMaxClusterCtas);
   if (field == "row_storage") return every_value(0, kRowStorageCount - 1);
+  if (field == "load_pin") return every_value(0, kLoadPinCount - 1);
   throw Error("KernelConfig field '" + field +
               "' has no autotuning domain: add one to domain_for_field() in "
               "autotune/src/search_space.cpp");
@@ -314,6 +316,28 @@ std::optional<PrunedCandidate> prune(const Context& context, const KernelConfig&
                       std::to_string(threads) +
                       "-thread CTA; past 256 threads more rows per CTA only coarsen scheduling");
   }
+  // A pin on or off that builds what the rule builds is the same kernel: searched once. The
+  // other choice is searched where ptxas was seen to issue the next row block's loads late:
+  // clusters of 16 on rows of kPinMinRowVectors and more (scripts/sass-scan, bf16 N = 16384 and
+  // up, fifty-sixth session), which keeps a backward within its candidate budget.
+  if (static_cast<LoadPin>(config.load_pin) != LoadPin::rule) {
+    const std::string pin(load_pin_name(static_cast<LoadPin>(config.load_pin)));
+    KernelSpec by_rule = spec;
+    by_rule.config.load_pin = kPinByRule;
+    if (pins_next_row_loads(context.program, spec) ==
+        pins_next_row_loads(context.program, by_rule)) {
+      return pruned(PruneRule::load_pin_scope,
+                    "load_pin " + pin + " builds what the rule builds here (load_pin rule)");
+    }
+    if (vectors_per_row < kPinMinRowVectors || config.ctas_per_row != kMaxClusterCtas) {
+      return pruned(PruneRule::load_pin_scope,
+                    "load_pin " + pin + " is searched on clusters of " +
+                        std::to_string(kMaxClusterCtas) + " and rows of " +
+                        std::to_string(kPinMinRowVectors) + " vectors and more, not " +
+                        std::to_string(config.ctas_per_row) + " CTAs and " +
+                        std::to_string(vectors_per_row) + " vectors");
+    }
+  }
   if (!rows_in_registers(storage)) {
     const std::int64_t values = vectors_per_thread * config.vec * row_input_count(context.program);
     // Except a forward's global storage in CTAs of 64 threads or more, of two vectors or more
@@ -373,6 +397,8 @@ std::string_view prune_rule_name(PruneRule rule) {
       return "partial sums spill";
     case PruneRule::ragged_odd_cluster:
       return "ragged odd-sized cluster";
+    case PruneRule::load_pin_scope:
+      return "load pin outside its scope";
   }
   return "?";
 }
@@ -451,7 +477,8 @@ std::string short_config(const KernelConfig& config) {
   hana::for_each(hana::accessors<KernelConfig>(), [&](auto accessor) {
     const std::string field = hana::to<const char*>(hana::first(accessor));
     const int value = hana::second(accessor)(config);
-    if (field == "ctas_per_row" && value == 1) return;  // no cluster: the common case, unsaid
+    if (field == "ctas_per_row" && value == 1) return;       // no cluster: the common case, unsaid
+    if (field == "load_pin" && value == kPinByRule) return;  // likewise
     if (!text.empty()) text += ' ';
     if (field == "row_storage") {
       text += row_storage_name(static_cast<RowStorage>(value));
@@ -459,6 +486,10 @@ std::string short_config(const KernelConfig& config) {
     }
     if (field == "ctas_per_row") {
       text += "cluster=" + std::to_string(value);
+      return;
+    }
+    if (field == "load_pin" && value >= 0 && value < kLoadPinCount) {
+      text += "pin=" + std::string(load_pin_name(static_cast<LoadPin>(value)));
       return;
     }
     std::string initials;

@@ -51,16 +51,34 @@ std::string_view row_storage_name(RowStorage storage) {
   return "?";
 }
 
+std::string_view load_pin_name(LoadPin pin) {
+  switch (pin) {
+    case LoadPin::rule:
+      return "rule";
+    case LoadPin::on:
+      return "on";
+    case LoadPin::off:
+      return "off";
+  }
+  return "?";
+}
+
 bool KernelConfig::operator==(const KernelConfig& other) const {
   return reflect::equal(*this, other);
 }
 std::string KernelConfig::describe() const {
-  // Row storage by name: a bare number says nothing to a reader.
-  return reflect::describe(*this, [](std::string_view field, int value) {
-    const bool storage = field == "row_storage" && value >= 0 && value < kRowStorageCount;
-    return storage ? std::string(row_storage_name(static_cast<RowStorage>(value)))
-                   : std::to_string(value);
-  });
+  // Row storage and the load pin by name: a bare number says nothing to a reader. The pin left
+  // to its rule is not said (most kernels have no pin to choose).
+  return reflect::describe(*this,
+                           [](std::string_view field, int value) -> std::optional<std::string> {
+                             if (field == "row_storage" && value >= 0 && value < kRowStorageCount)
+                               return std::string(row_storage_name(static_cast<RowStorage>(value)));
+                             if (field == "load_pin" && value == static_cast<int>(LoadPin::rule))
+                               return std::nullopt;
+                             if (field == "load_pin" && value > 0 && value < kLoadPinCount)
+                               return std::string(load_pin_name(static_cast<LoadPin>(value)));
+                             return std::to_string(value);
+                           });
 }
 
 std::size_t KernelPlan::workspace_floats(std::int64_t partial_rows, std::int64_t n) const {
@@ -175,7 +193,52 @@ bool first_pass_reads_row_scalar_input(const LoweredProgram& lp) {
   return false;
 }
 
+// A cluster kernel of one row per CTA, one reduction phase and no saved statistics (RMSNorm's
+// recomputing backward), with 16-bit rows prefetched four vectors per thread on 64-128
+// threads: at the default allocation (121-128 registers, NVRTC 13.0, sm_90) ptxas issued the
+// next row block's loads after the exchange's wait, a pass later than written; asking for the
+// CTAs per SM that 160 registers allow kept them before it (137-147 registers; at 64 threads
+// a cap of 146 did not: docs/performance.md, forty-first and forty-eighth sessions). Only
+// rows of exactly four vectors per thread: with three, a ragged fourth or peeled rows the
+// loads were early already, and the request only took registers (bf16 N = 49152: 128 -> 155,
+// 24577: 96 -> 127, peeled 118 -> 146).
+bool sinks_prefetches(const LoweredProgram& lp, const KernelSpec& spec) {
+  const auto& c = spec.config;
+  if (c.ctas_per_row == 1 || spec.global_exchange ||
+      static_cast<RowStorage>(c.row_storage) != RowStorage::prefetched || c.rows_per_cta != 1 ||
+      c.threads_per_row > 128 || lp.reduction_phases.size() != 1 ||
+      dtype_size(spec.io_dtype) != 2 || spec.peel_rows ||
+      spec.n != std::int64_t{4} * c.vec * c.threads_per_row * c.ctas_per_row)
+    return false;
+  return std::none_of(lp.program.slots.begin(), lp.program.slots.end(), [](const ir::Slot& s) {
+    return s.role == ir::Role::read && s.shape == Shape::row_scalar;
+  });
+}
+
 }  // namespace
+
+bool can_pin_next_row_loads(const LoweredProgram& lp, const KernelSpec& spec) {
+  return spec.config.ctas_per_row > 1 &&
+         static_cast<RowStorage>(spec.config.row_storage) == RowStorage::prefetched &&
+         plan_kernels(lp).persistent;
+}
+
+// The rule: pinned, except where the first pass reads a saved statistic (there, copying the
+// statistics ahead and pinning lost on the H100, fifty-third session) and where
+// sinks_prefetches keeps the loads early (RMSNorm's recompute lost 1.7 and 3.1 points with the
+// pin there, H200, bf16 N = 32768 and 65536, fifty-fourth session).
+bool pins_next_row_loads(const LoweredProgram& lp, const KernelSpec& spec) {
+  if (!can_pin_next_row_loads(lp, spec)) return false;
+  switch (static_cast<LoadPin>(spec.config.load_pin)) {
+    case LoadPin::on:
+      return true;
+    case LoadPin::off:
+      return false;
+    case LoadPin::rule:
+      return !first_pass_reads_row_scalar_input(lp) && !sinks_prefetches(lp, spec);
+  }
+  return false;
+}
 
 // With shift_per_row the copy of the column parameters is laid out at no shift, one chunk
 // longer per sweep and word-major, and each chunk is read as its words at the row's shift
@@ -813,31 +876,10 @@ class Emitter {
   int min_ctas_per_sm(int threads) const {
     constexpr std::int64_t kRegisters = 128, kRegistersPerSm = 65536, kWorking = 40;
     constexpr std::int64_t kEarlyPrefetchRegisters = 160;  // see sinks_prefetches
-    if (sinks_prefetches(threads))
+    if (sinks_prefetches(lp_, spec_))
       return static_cast<int>(kRegistersPerSm / (threads * kEarlyPrefetchRegisters));
     if (!staging() || held_registers(lp_, spec_) + kWorking > kRegisters) return 0;
     return static_cast<int>(std::max<std::int64_t>(1, kRegistersPerSm / (threads * kRegisters)));
-  }
-
-  // A cluster kernel of one row per CTA, one reduction phase and no saved statistics (RMSNorm's
-  // recomputing backward), with 16-bit rows prefetched four vectors per thread on 64-128
-  // threads: at the default allocation (121-128 registers, NVRTC 13.0, sm_90) ptxas issued the
-  // next row block's loads after the exchange's wait, a pass later than written; asking for the
-  // CTAs per SM that 160 registers allow kept them before it (137-147 registers; at 64 threads
-  // a cap of 146 did not: docs/performance.md, forty-first and forty-eighth sessions). Only
-  // rows of exactly four vectors per thread: with three, a ragged fourth or peeled rows the
-  // loads were early already, and the request only took registers (bf16 N = 49152: 128 -> 155,
-  // 24577: 96 -> 127, peeled 118 -> 146).
-  bool sinks_prefetches(int threads) const {
-    const auto& c = spec_.config;
-    if (!clustered_ || global_exchange_ || storage_ != RowStorage::prefetched ||
-        c.rows_per_cta != 1 || threads > 128 || lp_.reduction_phases.size() != 1 ||
-        dtype_size(spec_.io_dtype) != 2 || spec_.peel_rows ||
-        spec_.n != std::int64_t{4} * c.vec * c.threads_per_row * c.ctas_per_row)
-      return false;
-    return std::none_of(p_.slots.begin(), p_.slots.end(), [](const ir::Slot& s) {
-      return s.role == ir::Role::read && s.shape == Shape::row_scalar;
-    });
   }
 
   // A kernel's parameters: what the runtime binds, beside the declarations printed.
@@ -1915,13 +1957,9 @@ class Emitter {
   // at bf16 N = 32768-262144, RMSNorm's at 131072-262144, some stacked saved-statistics
   // backwards on clusters of 16 (scripts/sass-order, fifty-second session). Backwards only:
   // the forwards issued their loads early already, and gained nothing from it (H100, within 0.3
-  // points). Not where sinks_prefetches keeps the loads early: RMSNorm's recompute there lost
-  // 1.7 and 3.1 points with the pin on the H200 (bf16 N = 32768, 65536; fifty-fourth session).
+  // points). Where: pins_next_row_loads (KernelConfig::load_pin, or the rule).
   void emit_load_pin() {
-    const auto& c = spec_.config;
-    if (storage_ != RowStorage::prefetched || pinned_this_row_ || !plan_.persistent ||
-        first_pass_reads_statistic_ || sinks_prefetches(c.threads_per_row * c.rows_per_cta))
-      return;
+    if (pinned_this_row_ || !pins_next_row_loads(lp_, spec_)) return;
     pinned_this_row_ = true;
     std::string stride, output;
     for (const ir::Slot& s : p_.slots) {
@@ -2376,6 +2414,18 @@ std::optional<std::string> config_problem(const LoweredProgram& lp, const Kernel
   // whole sweeps.
   if (c.ctas_per_row < 1 || c.ctas_per_row > 16) {
     return "ctas_per_row must be in 1..16, got " + std::to_string(c.ctas_per_row);
+  }
+  if (c.load_pin < 0 || c.load_pin >= kLoadPinCount) {
+    return "load_pin must be 0 (rule), 1 (on) or 2 (off), got " + std::to_string(c.load_pin);
+  }
+  if (static_cast<LoadPin>(c.load_pin) != LoadPin::rule && !can_pin_next_row_loads(lp, spec)) {
+    return "load_pin " + std::string(load_pin_name(static_cast<LoadPin>(c.load_pin))) +
+           " chooses where a prefetched cluster kernel that sums across rows issues its next "
+           "row block's loads: it needs row_storage prefetched, ctas_per_row > 1 and a program "
+           "that sums across rows (got " +
+           std::string(row_storage_name(storage)) + ", ctas_per_row " +
+           std::to_string(c.ctas_per_row) +
+           (plan_kernels(lp).persistent ? "" : ", a program that does not") + "); use 0 (rule)";
   }
   if (c.ctas_per_row > 1 && c.rows_per_cta != 1 && spec.peel_rows) {
     return "peel_rows (rows that start misaligned) on a cluster needs rows_per_cta 1 with "

@@ -119,7 +119,7 @@ int fewest_threads(std::int64_t chunks, std::int64_t per_thread, int narrowest, 
 KernelConfig with_rows(int threads_per_row, int vec, RowStorage storage,
                        int cta_threads = kStackedCtaThreads) {
   const int rows = std::max(1, cta_threads / threads_per_row);
-  return {threads_per_row, rows, vec, static_cast<int>(storage), 1};
+  return {threads_per_row, rows, vec, static_cast<int>(storage), 1, kPinByRule};
 }
 
 }  // namespace
@@ -447,7 +447,7 @@ struct Rows {
     const auto in_flight_bytes = static_cast<std::size_t>(
         resident_ctas * n * row_input_bytes(program, io_dtype, param_dtype));
     if (in_flight_bytes * kRereadL2Share > limits.l2_bytes) return std::nullopt;
-    const KernelConfig global{threads, 1, vec, static_cast<int>(RowStorage::global), 1};
+    const KernelConfig global{threads, 1, vec, static_cast<int>(RowStorage::global), 1, kPinByRule};
     if (!fits(global)) return std::nullopt;
     return global;
   }
@@ -475,13 +475,13 @@ struct Rows {
       return std::nullopt;
     std::optional<KernelConfig> config;
     if (!comoments && chunks > 2 * 1024 && chunks <= kSixteenBitMidRowVectors) {
-      config = KernelConfig{256, 1, vec, static_cast<int>(RowStorage::registers), 1};
+      config = KernelConfig{256, 1, vec, static_cast<int>(RowStorage::registers), 1, kPinByRule};
     } else if (comoments && chunks > kSixteenBitMidComomentVectors &&
                chunks < kForwardClusterRowVectors) {
       const std::int64_t resident_ctas =
           std::int64_t{limits.multiprocessors} * (limits.threads_per_multiprocessor / 512);
       if (launch_rows > 0 && m_bucket(launch_rows) <= resident_ctas) return std::nullopt;
-      config = KernelConfig{512, 1, vec, static_cast<int>(RowStorage::prefetched), 1};
+      config = KernelConfig{512, 1, vec, static_cast<int>(RowStorage::prefetched), 1, kPinByRule};
     }
     if (!config || !fits(*config)) return std::nullopt;
     return config;
@@ -505,7 +505,7 @@ struct Rows {
     if (persistent || !single_phase || !comoments || !full_vectors || peel_rows ||
         !limits.clusters() || chunks <= kForwardClusterRowVectors || chunks > longest)
       return std::nullopt;
-    const KernelConfig config{512, 1, vec, static_cast<int>(RowStorage::registers), 1};
+    const KernelConfig config{512, 1, vec, static_cast<int>(RowStorage::registers), 1, kPinByRule};
     if (!fits(config)) return std::nullopt;
     return config;
   }
@@ -529,8 +529,9 @@ struct Rows {
       if (chunks % sweep != 0) continue;
       const std::int64_t ctas = chunks / sweep;
       if (ctas < 3 || ctas > most_ctas || is_power_of_two(ctas)) continue;
-      const KernelConfig config{threads, 1, vec, static_cast<int>(RowStorage::prefetched),
-                                static_cast<int>(ctas)};
+      const KernelConfig config{
+          threads,   1, vec, static_cast<int>(RowStorage::prefetched), static_cast<int>(ctas),
+          kPinByRule};
       if (fits(config)) return config;
     }
     return std::nullopt;
@@ -574,8 +575,9 @@ struct Rows {
         chunks < kClusterRowVectors && chunks % kStackedSliceVectors == 0 && limits.clusters()) {
       const auto ctas = static_cast<int>(chunks / kStackedSliceVectors);
       const int threads = static_cast<int>(kStackedSliceVectors / kClusterVectorsPerThread);
-      const KernelConfig config{threads, stacked_cluster_rows(program, threads, chunks), vec,
-                                static_cast<int>(RowStorage::prefetched), ctas};
+      const KernelConfig config{threads, stacked_cluster_rows(program, threads, chunks),
+                                vec,     static_cast<int>(RowStorage::prefetched),
+                                ctas,    kPinByRule};
       if (ctas <= limits.cluster_ctas && fits(config)) return config;
     }
     const bool cluster_backward =
@@ -625,8 +627,12 @@ struct Rows {
         (comoments || chunks > kForwardClusterRowVectors / 2) && dtype_size(io_dtype) < 4;
     if (limits.clusters() && peeled_long_forward && comoments && !cluster_forward) {
       const std::int64_t per_thread = 2 * kClusterVectorsPerThread;
-      const KernelConfig copied{next_power_of_two((row_slots + per_thread - 1) / per_thread), 1,
-                                vec, static_cast<int>(RowStorage::prefetched), 1};
+      const KernelConfig copied{next_power_of_two((row_slots + per_thread - 1) / per_thread),
+                                1,
+                                vec,
+                                static_cast<int>(RowStorage::prefetched),
+                                1,
+                                kPinByRule};
       if (copied.threads_per_row <= 1024 && fits(copied) &&
           column_stash_bytes(program, {io_dtype, param_dtype, n, copied, peel_rows}) > 0)
         return copied;
@@ -748,8 +754,12 @@ struct Rows {
         const bool one_narrow_cta_per_sm = comoments && vec == 8 && threads == 256 && !peel_rows;
         if (exact && threads >= kSmallForwardCta && threads <= kLongSliceThreads &&
             !one_narrow_cta_per_sm) {
-          const KernelConfig config{static_cast<int>(threads), 1, vec,
-                                    static_cast<int>(RowStorage::prefetched), long_ctas};
+          const KernelConfig config{static_cast<int>(threads),
+                                    1,
+                                    vec,
+                                    static_cast<int>(RowStorage::prefetched),
+                                    long_ctas,
+                                    kPinByRule};
           if (fits(config)) return config;
         }
         if (comoments && !peel_rows) {
@@ -766,8 +776,8 @@ struct Rows {
       const std::int64_t widest_slice = (chunks + ctas - 1) / ctas;
       if (!persistent && ctas == most_ctas && widest_slice > kLongSliceThreads * per_thread &&
           widest_slice <= kLongSliceThreads * 2 * per_thread) {
-        const KernelConfig config{kLongSliceThreads, 1, vec,
-                                  static_cast<int>(RowStorage::prefetched), ctas};
+        const KernelConfig config{
+            kLongSliceThreads, 1, vec, static_cast<int>(RowStorage::prefetched), ctas, kPinByRule};
         if (fits(config)) return config;
       }
       for (int split = ctas; split > 1; split /= 2) {
@@ -791,12 +801,12 @@ struct Rows {
         // rows of recomputing backwards (LayerNorm bf16 65536 on 16 x 128 x 4 61.2 against 65.1).
         const int stacked = stacked_cluster_rows(program, threads, chunks);
         if (cluster_backward && !peel_rows && stacked > 1) {
-          const KernelConfig config{threads, stacked, vec, static_cast<int>(RowStorage::prefetched),
-                                    split};
+          const KernelConfig config{
+              threads, stacked, vec, static_cast<int>(RowStorage::prefetched), split, kPinByRule};
           if (fits(config)) return config;
         }
         for (RowStorage storage : {first, RowStorage::registers}) {
-          const KernelConfig config{threads, 1, vec, static_cast<int>(storage), split};
+          const KernelConfig config{threads, 1, vec, static_cast<int>(storage), split, kPinByRule};
           if (fits(config)) return config;
         }
       }
@@ -810,10 +820,11 @@ struct Rows {
       // up to 132 of them from HBM (fp32 N = 262144: 8.7% for LayerNorm's backward, 19.3% for
       // RMSNorm's, eighth session).
       if (cluster_backward) {
-        const KernelConfig long_slices{kLongSliceThreads, 1, vec,
-                                       static_cast<int>(RowStorage::registers), ctas};
+        const KernelConfig long_slices{
+            kLongSliceThreads, 1, vec, static_cast<int>(RowStorage::registers), ctas, kPinByRule};
         if (fits(long_slices)) return long_slices;
-        const KernelConfig global{1024, 1, vec, static_cast<int>(RowStorage::global), ctas};
+        const KernelConfig global{1024, 1,         vec, static_cast<int>(RowStorage::global),
+                                  ctas, kPinByRule};
         if (fits(global)) return global;
       }
     }

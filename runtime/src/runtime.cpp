@@ -562,8 +562,8 @@ struct Norm::State {
           rt.tuning.lookup(key(shape.io_dtype, shape.param_dtype, shape.cols, shape.rows));
       if (found.entry) {
         try {
-          const KernelConfig config = narrowed(
-              reflect::from_json<KernelConfig>(found.entry->config, "tuning entry config"));
+          const KernelConfig config = narrowed(reflect::from_json<KernelConfig>(
+              found.entry->config, "tuning entry config", kKernelConfigLaterFields));
           // Not silently: an entry from another version, or for rows these do not match, would
           // otherwise look tuned while the heuristic runs. The entry stays in the database.
           const std::optional<std::string> problem = unusable(config);

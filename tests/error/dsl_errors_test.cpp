@@ -32,9 +32,10 @@ bool contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
 }
 
+// As the runtime reads a tuning entry: fields added since (the load pin) may be absent.
 tilenorm::KernelConfig config_from_json(const std::string& text) {
-  return tilenorm::reflect::from_json<tilenorm::KernelConfig>(nlohmann::json::parse(text),
-                                                              "tuned config");
+  return tilenorm::reflect::from_json<tilenorm::KernelConfig>(
+      nlohmann::json::parse(text), "tuned config", tilenorm::kKernelConfigLaterFields);
 }
 
 }  // namespace
@@ -238,30 +239,65 @@ TEST_CASE("errors: backward() rejects a gradient name that collides with a forwa
 TEST_CASE("errors: generate_cuda names the program, the config and the problem") {
   const auto lowered = tilenorm::lower(tilenorm::kernels::builtin_program("layer_norm"));
   const tilenorm::KernelSpec too_wide{
-      tilenorm::DType::f32, tilenorm::DType::f32, 4096, {256, 1, 8, 2, 1}};
+      tilenorm::DType::f32, tilenorm::DType::f32, 4096, {256, 1, 8, 2, 1, 0}};
   CHECK(message_of<tilenorm::ProgramError>([&] { tilenorm::generate_cuda(lowered, too_wide); }) ==
         "cannot generate 'layer_norm' with threads_per_row=256 rows_per_cta=1 vec=8 "
         "row_storage=global ctas_per_row=1: vec must be a power of two with vec * element size <= "
         "16 bytes, got 8");
   // 1024 bf16 values per thread, held raw two to a register.
   const tilenorm::KernelSpec too_long{
-      tilenorm::DType::bf16, tilenorm::DType::bf16, 1 << 20, {1024, 1, 8, 0, 1}};
+      tilenorm::DType::bf16, tilenorm::DType::bf16, 1 << 20, {1024, 1, 8, 0, 1, 0}};
   CHECK(message_of<tilenorm::ProgramError>([&] { tilenorm::generate_cuda(lowered, too_long); }) ==
         "cannot generate 'layer_norm' with threads_per_row=1024 rows_per_cta=1 vec=8 "
         "row_storage=registers ctas_per_row=1: the row does not fit in registers (512 values per "
         "thread, budget "
         "24)");
   const tilenorm::KernelSpec empty_row{
-      tilenorm::DType::bf16, tilenorm::DType::bf16, 0, {128, 2, 8, 0, 1}};
+      tilenorm::DType::bf16, tilenorm::DType::bf16, 0, {128, 2, 8, 0, 1, 0}};
   CHECK(contains(message_of<tilenorm::Error>([&] { tilenorm::generate_cuda(lowered, empty_row); }),
                  "N must be at least 1, got 0"));
+  // The load pin: a LoadPin value, and only where there is a pin to choose.
+  const tilenorm::KernelSpec bad_pin{
+      tilenorm::DType::bf16, tilenorm::DType::bf16, 4096, {128, 2, 8, 0, 1, 7}};
+  CHECK(message_of<tilenorm::ProgramError>([&] { tilenorm::generate_cuda(lowered, bad_pin); }) ==
+        "cannot generate 'layer_norm' with threads_per_row=128 rows_per_cta=2 vec=8 "
+        "row_storage=registers ctas_per_row=1 load_pin=7: load_pin must be 0 (rule), 1 (on) or 2 "
+        "(off), got 7");
+  const tilenorm::KernelSpec forward_pin{
+      tilenorm::DType::bf16, tilenorm::DType::bf16, 65536, {128, 1, 8, 3, 16, 1}};
+  CHECK(
+      message_of<tilenorm::ProgramError>([&] { tilenorm::generate_cuda(lowered, forward_pin); }) ==
+      "cannot generate 'layer_norm' with threads_per_row=128 rows_per_cta=1 vec=8 "
+      "row_storage=prefetched ctas_per_row=16 load_pin=on: load_pin on chooses where a "
+      "prefetched cluster kernel that sums across rows issues its next row block's loads: it "
+      "needs row_storage prefetched, ctas_per_row > 1 and a program that sums across rows (got "
+      "prefetched, ctas_per_row 16, a program that does not); use 0 (rule)");
 }
 
 TEST_CASE("errors: a KernelConfig from JSON must have exactly the integer fields") {
+  // Written before the load pin existed: it reads as the rule, which is what it meant.
   const auto good = config_from_json(
       R"({"threads_per_row": 128, "rows_per_cta": 2, "vec": 8, "row_storage": 1, "ctas_per_row": 1})");
-  CHECK(good == tilenorm::KernelConfig{128, 2, 8, 1, 1});
+  CHECK(good == tilenorm::KernelConfig{128, 2, 8, 1, 1, tilenorm::kPinByRule});
   CHECK(config_from_json(tilenorm::reflect::to_json(good).dump()) == good);
+  CHECK(tilenorm::reflect::to_json(good).contains("load_pin"));
+  CHECK(
+      config_from_json(
+          R"({"threads_per_row": 128, "rows_per_cta": 1, "vec": 8, "row_storage": 3, "ctas_per_row": 16, "load_pin": 1})")
+          .load_pin == static_cast<int>(tilenorm::LoadPin::on));
+  CHECK(
+      message_of<tilenorm::Error>([] {
+        config_from_json(
+            R"({"threads_per_row": 128, "rows_per_cta": 1, "vec": 8, "row_storage": 3, "ctas_per_row": 16, "load_pin": "on"})");
+      }) == "tuned config: field 'load_pin' is missing or not an integer");
+  // Only the later fields may be absent: without the list, the pin is required too.
+  CHECK(
+      message_of<tilenorm::Error>([] {
+        tilenorm::reflect::from_json<tilenorm::KernelConfig>(
+            nlohmann::json::parse(
+                R"({"threads_per_row": 128, "rows_per_cta": 2, "vec": 8, "row_storage": 1, "ctas_per_row": 1})"),
+            "strict config");
+      }) == "strict config: field 'load_pin' is missing or not an integer");
 
   CHECK(
       message_of<tilenorm::Error>([] {

@@ -142,7 +142,7 @@ void check_backward_on_clusters(const tilenorm::ir::Program& program,
                                         {8192, 37, 4}}) {
         // (Stacked rows in global storage, which spill their column sums, are not run.)
         if (rows_per_cta > 1 && storage == 2) continue;
-        const tilenorm::KernelConfig config{256 / rows_per_cta, rows_per_cta, 8, storage, ctas};
+        const tilenorm::KernelConfig config{256 / rows_per_cta, rows_per_cta, 8, storage, ctas, 0};
         const tilenorm::KernelSpec spec{DType::bf16, DType::bf16, n, config};
         // Invalid here, or more shared memory than a CTA may have: the launch refuses those by
         // name.
@@ -184,6 +184,59 @@ TEST_CASE("backward: clusters split RMSNorm rows and recompute, match the interp
 }
 TEST_CASE("backward: clusters split DyT rows and sum its scalar, match the interpreter") {
   check_backward_on_clusters(tilenorm::backward(dyt()));
+}
+
+// KernelConfig::load_pin moves where ptxas issues the next row block's loads, nothing else: each
+// backward on prefetched clusters of 16, with the pin its rule does not choose (LayerNorm's
+// saved backward pinned, RMSNorm's not), still matches the interpreter in every dtype, on rows
+// of four vectors per thread and ragged ones, with one row block and with many per cluster.
+TEST_CASE("backward: clusters with the other load pin than the rule match the interpreter") {
+  if (!runs_clusters(backward_runtime())) return;
+  using tilenorm::LoadPin;
+  const tilenorm::ir::Program& layer_norm = tilenorm::kernels::builtin_program("layer_norm");
+  const tilenorm::ir::Program& rms_norm = tilenorm::kernels::builtin_program("rms_norm");
+  const std::vector<tilenorm::ir::Program> programs = {
+      tilenorm::backward(layer_norm),
+      tilenorm::backward(tilenorm::kernels::builtin_program("layer_norm_no_bias")),
+      tilenorm::backward(layer_norm, {tilenorm::StatisticsMode::recompute}),
+      tilenorm::backward(rms_norm),
+      tilenorm::backward(rms_norm, {tilenorm::StatisticsMode::recompute}),
+  };
+  int checked = 0;
+  for (const tilenorm::ir::Program& program : programs) {
+    const tilenorm::Norm norm = backward_runtime().load(program);
+    for (DType dtype : {DType::bf16, DType::f16, DType::f32}) {
+      const int vec = dtype == DType::f32 ? 4 : 8;
+      for (auto [n, m] :
+           {std::pair<std::int64_t, std::int64_t>{16 * 128 * 4 * vec, 5}, {20000, 1000}}) {
+        tilenorm::KernelConfig config{128, 1,
+                                      vec, static_cast<int>(tilenorm::RowStorage::prefetched),
+                                      16,  tilenorm::kPinByRule};
+        const tilenorm::KernelSpec by_rule{dtype, dtype, n, config};
+        if (tilenorm::config_problem(norm.lowered(), by_rule)) continue;
+        const bool rule_pins = tilenorm::pins_next_row_loads(norm.lowered(), by_rule);
+        config.load_pin = static_cast<int>(rule_pins ? LoadPin::off : LoadPin::on);
+        CAPTURE(program.name);
+        CAPTURE(tilenorm::dtype_name(dtype));
+        CAPTURE(n);
+        CAPTURE(m);
+        CAPTURE(config.describe());
+        const auto report =
+            tilenorm::check_against_interpreter(norm, {.io_dtype = dtype,
+                                                       .param_dtype = dtype,
+                                                       .rows = m,
+                                                       .cols = n,
+                                                       .seed = 57u + static_cast<unsigned>(checked),
+                                                       .config = config});
+        INFO(report.describe());
+        CHECK(report.ok());
+        CHECK(report.unwritten == 0);
+        CHECK(report.used.config == config);
+        ++checked;
+      }
+    }
+  }
+  CHECK(checked == 30);
 }
 
 // Clusters need not be a power of two: three, six and twelve CTAs (twelve is non-portable).
@@ -351,7 +404,7 @@ TEST_CASE("backward: rows staged in shared memory (cp.async) match the interpret
     const tilenorm::Norm norm = backward_runtime().load(program);
     for (const Case& c : cases) {
       for (std::int64_t m : {3, 700}) {
-        const tilenorm::KernelConfig config{c.threads_per_row, c.rows_per_cta, c.vec, 4, 1};
+        const tilenorm::KernelConfig config{c.threads_per_row, c.rows_per_cta, c.vec, 4, 1, 0};
         CAPTURE(program.name);
         CAPTURE(tilenorm::dtype_name(c.dtype));
         CAPTURE(config.describe());
@@ -485,9 +538,9 @@ TEST_CASE("backward: clusters fold the column partial sums, so the workspace shr
     tilenorm::KernelConfig config;
   };
   const Case cases[] = {
-      {DType::bf16, 8192, {256, 1, 8, static_cast<int>(tilenorm::RowStorage::staged), 1}},
-      {DType::f32, 1024, {128, 2, 4, static_cast<int>(tilenorm::RowStorage::prefetched), 1}},
-      {DType::bf16, 4000, {512, 1, 8, static_cast<int>(tilenorm::RowStorage::global), 1}},
+      {DType::bf16, 8192, {256, 1, 8, static_cast<int>(tilenorm::RowStorage::staged), 1, 0}},
+      {DType::f32, 1024, {128, 2, 4, static_cast<int>(tilenorm::RowStorage::prefetched), 1, 0}},
+      {DType::bf16, 4000, {512, 1, 8, static_cast<int>(tilenorm::RowStorage::global), 1, 0}},
   };
   const std::vector<tilenorm::ir::Program> programs = {
       tilenorm::backward(tilenorm::kernels::builtin_program("layer_norm")),

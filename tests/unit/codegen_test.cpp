@@ -74,7 +74,7 @@ KernelSpec device_spec(const std::string& kernel, DType dtype, std::int64_t n,
 }
 
 KernelConfig config(int threads_per_row, int rows_per_cta, int vec, RowStorage storage) {
-  return {threads_per_row, rows_per_cta, vec, static_cast<int>(storage), 1};
+  return {threads_per_row, rows_per_cta, vec, static_cast<int>(storage), 1, 0};
 }
 
 std::string problem(const std::string& kernel, DType dtype, std::int64_t n,
@@ -1094,9 +1094,11 @@ TEST_CASE(
     "codegen: prefetched cluster kernels pin the next row block's loads before the exchange") {
   // ptxas issued them after the exchange's wait otherwise (LayerNorm's recomputing backward):
   // a branch never taken that stores them keeps them ahead of its first push.
-  const auto source = [](const char* name, int ctas, RowStorage storage) {
+  const auto source = [](const char* name, int ctas, RowStorage storage,
+                         tilenorm::LoadPin pin = tilenorm::LoadPin::rule) {
     tilenorm::KernelConfig c = config(128, 1, 8, storage);
     c.ctas_per_row = ctas;
+    c.load_pin = static_cast<int>(pin);
     const std::int64_t n = ctas * 4096;  // four vectors per thread
     return tilenorm::generate_cuda(lowered(name), {DType::bf16, DType::bf16, n, c}).source;
   };
@@ -1124,6 +1126,39 @@ TEST_CASE(
   const std::string sinking = source("rms_norm_backward_recompute", 16, RowStorage::prefetched);
   CHECK(contains(sinking, "__launch_bounds__(128, 3)"));
   CHECK_FALSE(contains(sinking, pin));
+
+  // KernelConfig::load_pin overrides the rule either way, and changes nothing else.
+  using tilenorm::LoadPin;
+  const std::string pinned = source("layer_norm_backward", 16, RowStorage::prefetched, LoadPin::on);
+  CHECK(contains(pinned, pin));
+  CHECK(pinned.find(pin) < pinned.find("tn::exchange_push("));
+  const std::string unpinned =
+      source("rms_norm_backward", 16, RowStorage::prefetched, LoadPin::off);
+  CHECK_FALSE(contains(unpinned, pin));
+  CHECK(contains(source("rms_norm_backward_recompute", 16, RowStorage::prefetched, LoadPin::on),
+                 pin));
+  const auto without_pin_block = [&](std::string text) {
+    const std::size_t at = text.find(pin);
+    // From the line's indent to the block's closing brace and newline.
+    if (at != std::string::npos) text.erase(at - 2, text.find("\n  }\n", at) + 5 - (at - 2));
+    return text;
+  };
+  const auto body = [](const std::string& text) { return text.substr(text.find("extern \"C\"")); };
+  CHECK(body(without_pin_block(source("rms_norm_backward", 16, RowStorage::prefetched))) ==
+        body(unpinned));
+  CHECK(body(without_pin_block(pinned)) ==
+        body(source("layer_norm_backward", 16, RowStorage::prefetched)));
+  // pins_next_row_loads says what the source shows.
+  const auto spec = [](tilenorm::LoadPin p) {
+    tilenorm::KernelConfig c = config(128, 1, 8, RowStorage::prefetched);
+    c.ctas_per_row = 16;
+    c.load_pin = static_cast<int>(p);
+    return tilenorm::KernelSpec{DType::bf16, DType::bf16, 65536, c};
+  };
+  CHECK_FALSE(tilenorm::pins_next_row_loads(lowered("layer_norm_backward"), spec(LoadPin::rule)));
+  CHECK(tilenorm::pins_next_row_loads(lowered("layer_norm_backward"), spec(LoadPin::on)));
+  CHECK(tilenorm::pins_next_row_loads(lowered("rms_norm_backward"), spec(LoadPin::rule)));
+  CHECK_FALSE(tilenorm::pins_next_row_loads(lowered("rms_norm_backward"), spec(LoadPin::off)));
 }
 
 // ---- configurations that cannot be generated
@@ -1936,7 +1971,7 @@ TEST_CASE("codegen: forwards that tile their rows with few vectors per thread re
   constexpr int global = static_cast<int>(RowStorage::global);
   constexpr int registers = static_cast<int>(RowStorage::registers);
   // One CTA of `threads` re-reading its row from global memory (L2).
-  auto rereads = [](int threads, int vec) { return KernelConfig{threads, 1, vec, global, 1}; };
+  auto rereads = [](int threads, int vec) { return KernelConfig{threads, 1, vec, global, 1, 0}; };
   const KernelConfig reread = rereads(1024, 8);
   const KernelConfig reread_f32 = rereads(1024, 4);
   CHECK(forward("rms_norm", DType::bf16, 32768) == reread);
@@ -2020,8 +2055,8 @@ TEST_CASE("codegen: 16-bit forwards between 256 threads in registers and cluster
     return tilenorm::heuristic_config(lowered(name), dtype, dtype, n,
                                       tilenorm::DeviceLimits::hopper(), 0, peel, launch_rows);
   };
-  const KernelConfig nine_in_registers{256, 1, 8, static_cast<int>(RowStorage::registers), 1};
-  const KernelConfig prefetched{512, 1, 8, static_cast<int>(RowStorage::prefetched), 1};
+  const KernelConfig nine_in_registers{256, 1, 8, static_cast<int>(RowStorage::registers), 1, 0};
+  const KernelConfig prefetched{512, 1, 8, static_cast<int>(RowStorage::prefetched), 1, 0};
   // One reduction, 2049 to 2304 vectors: 256 threads in registers.
   CHECK(forward("rms_norm", DType::bf16, 16392) == nine_in_registers);
   CHECK(forward("rms_norm", DType::bf16, 18432) == nine_in_registers);
@@ -2053,8 +2088,8 @@ TEST_CASE("codegen: co-moment forwards a little past the cluster length stay on 
                                       tilenorm::DeviceLimits::hopper(), 0, peel, 0);
   };
   constexpr int registers = static_cast<int>(RowStorage::registers);
-  const KernelConfig one_cta_bf16{512, 1, 8, registers, 1};
-  const KernelConfig one_cta_f32{512, 1, 4, registers, 1};
+  const KernelConfig one_cta_bf16{512, 1, 8, registers, 1, 0};
+  const KernelConfig one_cta_f32{512, 1, 4, registers, 1, 0};
   // 4097 to 5120 vectors: bf16 N = 32776-40960; fp32 16388-20476, whose 5120 would spill.
   CHECK(forward("layer_norm", DType::bf16, 34816) == one_cta_bf16);
   CHECK(forward("layer_norm", DType::bf16, 40960) == one_cta_bf16);
@@ -2126,8 +2161,8 @@ TEST_CASE("codegen: every built-in kernel, forward and backward, compiles for sm
     }
   }
   // Clusters with rows in registers, and with prefetching.
-  add("layer_norm", {DType::bf16, DType::bf16, 16384, {256, 1, 8, 0, 4}});
-  add("rms_norm_backward", {DType::bf16, DType::bf16, 32768, {256, 1, 8, 3, 8}});
+  add("layer_norm", {DType::bf16, DType::bf16, 16384, {256, 1, 8, 0, 4, 0}});
+  add("rms_norm_backward", {DType::bf16, DType::bf16, 32768, {256, 1, 8, 3, 8, 0}});
   for (RowStorage storage : {RowStorage::registers, RowStorage::shared, RowStorage::global}) {
     add("layer_norm", {DType::bf16, DType::bf16, 5120, config(256, 2, 8, storage)});
   }
@@ -2142,9 +2177,9 @@ TEST_CASE("codegen: every built-in kernel, forward and backward, compiles for sm
   // fp32 22528 on 11), pipelined, and backwards on 6 and 12 (past the portable 8).
   add("layer_norm", heuristic_spec(lowered("layer_norm"), DType::bf16, 57344));
   add("layer_norm", heuristic_spec(lowered("layer_norm"), DType::f32, 22528));
-  add("layer_norm", {DType::bf16, DType::bf16, 43008, {256, 1, 8, 5, 7}});
-  add("layer_norm_backward", {DType::bf16, DType::bf16, 20000, {256, 1, 8, 3, 6}});
-  add("rms_norm_backward_recompute", {DType::bf16, DType::bf16, 20000, {128, 1, 8, 5, 12}});
+  add("layer_norm", {DType::bf16, DType::bf16, 43008, {256, 1, 8, 5, 7, 0}});
+  add("layer_norm_backward", {DType::bf16, DType::bf16, 20000, {256, 1, 8, 3, 6, 0}});
+  add("rms_norm_backward_recompute", {DType::bf16, DType::bf16, 20000, {128, 1, 8, 5, 12, 0}});
   CHECK(heuristic_spec(lowered("layer_norm"), DType::bf16, 57344).config.ctas_per_row == 7);
   CHECK(heuristic_spec(lowered("layer_norm"), DType::f32, 22528).config.ctas_per_row == 11);
   // The shapes above cover every storage strategy and clusters through the heuristic too.
@@ -2290,7 +2325,7 @@ TEST_CASE("codegen: long column partial sums live in shared memory, short ones i
   // In a cluster they are runs of four, one float4 access each, and the runs of a warp's lanes
   // are adjacent, so its accesses stay conflict-free (N = 16384 on 4 x 128 threads: 32 values
   // of each sum per thread).
-  const KernelConfig cluster{128, 1, 8, static_cast<int>(RowStorage::prefetched), 4};
+  const KernelConfig cluster{128, 1, 8, static_cast<int>(RowStorage::prefetched), 4, 0};
   const auto clustered =
       tilenorm::generate_cuda(program, {DType::bf16, DType::bf16, 16384, cluster});
   CHECK(contains(clustered.source, "float* tn_xs = "));
@@ -2725,8 +2760,10 @@ TEST_CASE("codegen: peeled kernels compile for sm_90 without spilling") {
 TEST_CASE("codegen: a software cluster exchanges row totals in global memory") {
   const std::string backward_name = "layer_norm_backward";
   const LoweredProgram& program = lowered(backward_name);
-  KernelSpec spec{
-      DType::bf16, DType::bf16, 65536, {128, 1, 8, static_cast<int>(RowStorage::prefetched), 16}};
+  KernelSpec spec{DType::bf16,
+                  DType::bf16,
+                  65536,
+                  {128, 1, 8, static_cast<int>(RowStorage::prefetched), 16, 0}};
   spec.global_exchange = true;
   const tilenorm::GeneratedKernel software = tilenorm::generate_cuda(program, spec);
   CHECK(software.global_exchange);
@@ -2755,8 +2792,10 @@ TEST_CASE("codegen: a software cluster exchanges row totals in global memory") {
   CHECK(tilenorm::config_problem(program, spec) ==
         "global_exchange (a software cluster) needs ctas_per_row > 1 and a program that sums "
         "across rows (its exchange lives in the workspace), got ctas_per_row 1");
-  KernelSpec forward{
-      DType::bf16, DType::bf16, 65536, {256, 1, 8, static_cast<int>(RowStorage::prefetched), 16}};
+  KernelSpec forward{DType::bf16,
+                     DType::bf16,
+                     65536,
+                     {256, 1, 8, static_cast<int>(RowStorage::prefetched), 16, 0}};
   forward.global_exchange = true;
   CHECK(tilenorm::config_problem(lowered("layer_norm"), forward).has_value());
 }

@@ -44,16 +44,17 @@ BuiltKernel build(const char* name, const tilenorm::KernelSpec& spec) {
 }
 
 BuiltKernel build_prefetched(const char* name, std::int64_t n, int threads, int rows) {
-  return build(name, {tilenorm::DType::bf16,
-                      tilenorm::DType::bf16,
-                      n,
-                      {threads, rows, 8, static_cast<int>(tilenorm::RowStorage::prefetched), 1}});
+  return build(name,
+               {tilenorm::DType::bf16,
+                tilenorm::DType::bf16,
+                n,
+                {threads, rows, 8, static_cast<int>(tilenorm::RowStorage::prefetched), 1, 0}});
 }
 
 // A kernel for rows that may start misaligned, one row of `threads` threads per CTA.
 BuiltKernel build_peeled(const char* name, tilenorm::DType dtype, std::int64_t n, int threads,
                          tilenorm::RowStorage storage) {
-  return build(name, {dtype, dtype, n, {threads, 1, 8, static_cast<int>(storage), 1}, true});
+  return build(name, {dtype, dtype, n, {threads, 1, 8, static_cast<int>(storage), 1, 0}, true});
 }
 
 }  // namespace
@@ -159,7 +160,7 @@ TEST_CASE("occupancy: a kernel alone on its SM takes a second CTA at any registe
       build("rms_norm", {tilenorm::DType::f32,
                          tilenorm::DType::f32,
                          16383,
-                         {1024, 1, 4, static_cast<int>(tilenorm::RowStorage::shared), 1},
+                         {1024, 1, 4, static_cast<int>(tilenorm::RowStorage::shared), 1, 0},
                          true});
   const tilenorm::CompiledKernel fitted =
       built.fitted(kH200SharedPerSm, tilenorm::occupancy_cta_limit(built.kernel));

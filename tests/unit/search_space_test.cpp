@@ -31,8 +31,10 @@ using tilenorm::RowStorage;
 constexpr std::size_t kMaxCandidatesPerShape = 35;
 // A backward reads two row tensors, so fewer configurations are dominated, and a persistent one
 // also searches prefetched rows beside rows in registers, and, reading saved statistics,
-// prefetched cluster slices of two or four rows per CTA beside one (48 at fp32 N = 4096).
-constexpr std::size_t kMaxCandidatesPerBackwardShape = 48;
+// prefetched cluster slices of two or four rows per CTA beside one (48 at fp32 N = 4096), and on
+// clusters of 16 from rows of 2048 vectors, the load pin the rule does not choose (56 at fp32
+// N = 16384).
+constexpr std::size_t kMaxCandidatesPerBackwardShape = 56;
 
 bool contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
@@ -43,7 +45,7 @@ tilenorm::LoweredProgram lowered(const char* kernel) {
 }
 
 KernelConfig config(int threads_per_row, int rows_per_cta, int vec, RowStorage storage) {
-  return {threads_per_row, rows_per_cta, vec, static_cast<int>(storage), 1};
+  return {threads_per_row, rows_per_cta, vec, static_cast<int>(storage), 1, 0};
 }
 
 // Whether `wanted` is among the candidates that survived pruning.
@@ -102,6 +104,7 @@ TEST_CASE("search space: one domain per KernelConfig field, in declaration order
   CHECK(values_of(domains, "rows_per_cta") == std::vector<int>{1, 2, 4, 8, 16, 32, 64});
   CHECK(values_of(domains, "vec") == std::vector<int>{1, 2, 4, 8});
   CHECK(values_of(domains, "row_storage") == std::vector<int>{0, 1, 2, 3, 4, 5});
+  CHECK(values_of(domains, "load_pin") == std::vector<int>{0, 1, 2});
   CHECK(values_of(tilenorm::search_domains(DType::f32, DType::f32), "vec") ==
         std::vector<int>{1, 2, 4});
   CHECK(values_of(tilenorm::search_domains(DType::bf16, DType::f32), "vec") ==
@@ -116,7 +119,7 @@ TEST_CASE("search space: the whole product is enumerated, split into survivors a
     product *= domain.values.size();
   }
   CHECK(space.total() == product);
-  CHECK(space.total() == 11 * 7 * 4 * 6 * 16);
+  CHECK(space.total() == 11 * 7 * 4 * 6 * 16 * 3);
   CHECK_FALSE(space.candidates.empty());
   for (const auto& p : space.pruned) CHECK_FALSE(p.reason.empty());
 }
@@ -308,6 +311,47 @@ TEST_CASE("search space: short_config names every field") {
   tilenorm::KernelConfig clustered = config(512, 1, 8, RowStorage::registers);
   clustered.ctas_per_row = 8;
   CHECK(tilenorm::short_config(clustered) == "tpr=512 rpc=1 vec=8 registers cluster=8");
+  clustered.row_storage = static_cast<int>(RowStorage::prefetched);
+  clustered.load_pin = static_cast<int>(tilenorm::LoadPin::off);
+  CHECK(tilenorm::short_config(clustered) == "tpr=512 rpc=1 vec=8 prefetched cluster=8 pin=off");
+}
+
+TEST_CASE("search space: the load pin the rule does not choose, on long rows' clusters of 16") {
+  const auto limits = tilenorm::DeviceLimits::hopper();
+  auto with = [](tilenorm::KernelConfig c, int ctas, tilenorm::LoadPin pin) {
+    c.ctas_per_row = ctas;
+    c.load_pin = static_cast<int>(pin);
+    return c;
+  };
+  const tilenorm::KernelConfig slices = config(128, 1, 8, RowStorage::prefetched);
+  using tilenorm::LoadPin;
+  // LayerNorm's saved backward reads its mean in the first pass: the rule does not pin, so "on"
+  // is searched and "off" is the rule's kernel again. RMSNorm's is pinned by the rule.
+  const auto layer_norm = tilenorm::explore_search_space(lowered("layer_norm_backward"),
+                                                         DType::bf16, DType::bf16, 65536, limits);
+  CHECK(survives(layer_norm.candidates, with(slices, 16, LoadPin::rule)));
+  CHECK(survives(layer_norm.candidates, with(slices, 16, LoadPin::on)));
+  const auto same = pruned_entry(layer_norm, with(slices, 16, LoadPin::off));
+  CHECK(same.rule == PruneRule::load_pin_scope);
+  CHECK(same.reason == "load_pin off builds what the rule builds here (load_pin rule)");
+  const auto rms_norm = tilenorm::explore_search_space(lowered("rms_norm_backward"), DType::bf16,
+                                                       DType::bf16, 65536, limits);
+  CHECK(survives(rms_norm.candidates, with(slices, 16, LoadPin::off)));
+  CHECK(pruned_entry(rms_norm, with(slices, 16, LoadPin::on)).rule == PruneRule::load_pin_scope);
+  // Not on smaller clusters, nor on shorter rows.
+  const auto eight =
+      pruned_entry(layer_norm, with(config(256, 1, 8, RowStorage::prefetched), 8, LoadPin::on));
+  CHECK(eight.rule == PruneRule::load_pin_scope);
+  CHECK(eight.reason ==
+        "load_pin on is searched on clusters of 16 and rows of 2048 vectors and more, not 8 CTAs "
+        "and 8192 vectors");
+  const auto short_rows = tilenorm::explore_search_space(lowered("layer_norm_backward"),
+                                                         DType::bf16, DType::bf16, 8192, limits);
+  for (const auto& c : short_rows.candidates)
+    CHECK(c.config.load_pin == static_cast<int>(LoadPin::rule));
+  // Where there is no pin to choose (one CTA per row), config_problem refuses the knob.
+  CHECK(pruned_entry(layer_norm, with(config(1024, 1, 8, RowStorage::prefetched), 1, LoadPin::on))
+            .rule == PruneRule::invalid_config);
 }
 
 TEST_CASE("search space: clusters only where the device has them and the row is long") {
@@ -628,6 +672,15 @@ TEST_CASE("cli: peeled row shifts by name, and what to write otherwise") {
   CHECK_THROWS_WITH_AS(parse_peeled_row_shifts("--row-shifts", "each"),
                        "--row-shifts must be auto, per-thread or per-row, got 'each'",
                        tilenorm::UsageError);
+}
+
+TEST_CASE("cli: the load pin by name, and what to write otherwise") {
+  using tilenorm::LoadPin;
+  using tilenorm::cli::parse_load_pin;
+  for (LoadPin pin : {LoadPin::rule, LoadPin::on, LoadPin::off})
+    CHECK(parse_load_pin("--load-pin", tilenorm::load_pin_name(pin)) == pin);
+  CHECK_THROWS_WITH_AS(parse_load_pin("--load-pin", "yes"),
+                       "--load-pin must be rule, on or off, got 'yes'", tilenorm::UsageError);
 }
 
 TEST_CASE("cli: early columns by name, and what to write otherwise") {

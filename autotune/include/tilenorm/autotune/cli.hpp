@@ -56,8 +56,10 @@ std::vector<std::string> split_list(std::string_view flag, std::string_view text
 // "bf16", "fp32", "fp16", or IO/PARAM such as "bf16/fp32"; otherwise a UsageError.
 DTypeChoice parse_dtype_choice(std::string_view flag, std::string_view text);
 
-// "registers", "shared" or "global"; otherwise a UsageError.
+// A row storage by name (row_storage_name); otherwise a UsageError naming them.
 RowStorage parse_row_storage(std::string_view flag, std::string_view text);
+// "rule", "on" or "off" (load_pin_name); otherwise a UsageError naming them.
+LoadPin parse_load_pin(std::string_view flag, std::string_view text);
 
 // "auto", "per-thread" or "per-row" (peeled_row_shifts_name); otherwise a UsageError.
 PeeledRowShifts parse_peeled_row_shifts(std::string_view flag, std::string_view text);

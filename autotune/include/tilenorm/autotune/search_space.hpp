@@ -47,6 +47,8 @@ enum class PruneRule {
   spilled_partials,    // column partial sums in registers past the per-thread budget: they spill
   ragged_odd_cluster,  // a cluster size other than a power of two, outside forwards whose
                        // sweeps tile the row exactly
+  load_pin_scope,      // load_pin on or off where the rule builds the same kernel, or outside
+                       // clusters of 16 on rows of 2048 vectors and more
 };
 std::string_view prune_rule_name(PruneRule rule);
 

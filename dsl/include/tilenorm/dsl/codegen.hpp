@@ -1,6 +1,7 @@
 #pragma once
 // CUDA C++ generation for a lowered program. The output is plain source text; compiling
 // and launching it is the runtime's business, so this header has no CUDA dependency.
+#include <array>
 #include <boost/hana.hpp>
 #include <cstddef>
 #include <cstdint>
@@ -60,17 +61,32 @@ constexpr bool fetches_ahead(RowStorage storage) {
 }
 std::string_view row_storage_name(RowStorage storage);
 
+// Where a prefetched cluster kernel that sums across rows (a backward) has ptxas issue the
+// next row block's loads: left to its rule (KernelConfig{} and tuning entries written before
+// the knob existed mean this), or pinned before the row block's first cluster exchange by a
+// branch never taken that uses them, or left where ptxas puts them. Which is faster depends on
+// the program, the dtype and the GPU (docs/performance.md, fifty-third to fifty-seventh
+// sessions), so the tuner tries each; pins_next_row_loads() resolves it.
+enum class LoadPin : int { rule = 0, on = 1, off = 2 };
+inline constexpr int kLoadPinCount = 3;
+inline constexpr int kPinByRule = static_cast<int>(LoadPin::rule);  // for KernelConfig{...}
+std::string_view load_pin_name(LoadPin pin);
+
 // The tunable knobs, baked into the generated source as constexpr values.
 struct KernelConfig {
   BOOST_HANA_DEFINE_STRUCT(KernelConfig, (int, threads_per_row),  // power of two, 1..1024
-                           (int, rows_per_cta),   // power of two; block = product, 32..1024
-                           (int, vec),            // elements per vector access, <= 16 bytes
-                           (int, row_storage),    // a RowStorage value
-                           (int, ctas_per_row));  // CTAs of one thread-block cluster that
-                                                  // split each row: 1 (no cluster) .. 16, sm_90+
+                           (int, rows_per_cta),  // power of two; block = product, 32..1024
+                           (int, vec),           // elements per vector access, <= 16 bytes
+                           (int, row_storage),   // a RowStorage value
+                           (int, ctas_per_row),  // CTAs of one thread-block cluster that
+                                                 // split each row: 1 (no cluster) .. 16, sm_90+
+                           (int, load_pin));     // a LoadPin value
   bool operator==(const KernelConfig& other) const;
   std::string describe() const;
 };
+// The KernelConfig fields that configurations written before them lack (tuning databases):
+// reflect::from_json reads them as 0 there, which keeps what those configurations meant.
+inline constexpr std::array<std::string_view, 1> kKernelConfigLaterFields{"load_pin"};
 
 struct KernelSpec {
   DType io_dtype = DType::bf16;     // row inputs and outputs
@@ -157,6 +173,14 @@ bool rows_fit_registers(const LoweredProgram& program, const KernelSpec& spec);
 // must fit whatever the row storage: past it, ptxas spills them.
 std::int64_t column_partial_registers(const LoweredProgram& program, const KernelSpec& spec);
 std::int64_t register_budget(const KernelSpec& spec);
+
+// Whether `spec` is a kernel whose next row block's loads can be pinned (KernelConfig::load_pin
+// other than rule): prefetched rows on a cluster, in a kernel that sums across rows.
+bool can_pin_next_row_loads(const LoweredProgram& program, const KernelSpec& spec);
+// Whether the kernel generated for `spec` pins them: as load_pin says, or by the rule (not where
+// the first reduction pass reads a saved statistic, nor where the kernel asks for registers that
+// keep the loads early by themselves).
+bool pins_next_row_loads(const LoweredProgram& program, const KernelSpec& spec);
 
 // Why `spec` cannot be generated for `program`, or nothing when it can.
 std::optional<std::string> config_problem(const LoweredProgram& program, const KernelSpec& spec);

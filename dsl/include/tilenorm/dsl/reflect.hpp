@@ -1,8 +1,11 @@
 #pragma once
 // Generic conversions for BOOST_HANA_DEFINE_STRUCT aggregates of integer fields: JSON and a
 // "name=value" description, written once instead of once per struct.
+#include <algorithm>
 #include <boost/hana.hpp>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -22,8 +25,11 @@ nlohmann::json to_json(const Struct& value) {
 
 // Reads every field; throws tilenorm::Error naming `what` and the field that is missing or
 // not an integer. Extra fields are rejected too, so a config from another version is noticed.
+// The fields named in `may_be_absent` (knobs added after such JSON was first written) read as
+// 0 where they are absent, the value that means what the JSON meant before they existed.
 template <class Struct>
-Struct from_json(const nlohmann::json& in, const std::string& what) {
+Struct from_json(const nlohmann::json& in, const std::string& what,
+                 std::span<const std::string_view> may_be_absent = {}) {
   if (!in.is_object()) throw Error(what + ": expected a JSON object, got " + in.dump());
   Struct value{};
   std::size_t fields = 0;
@@ -31,6 +37,10 @@ Struct from_json(const nlohmann::json& in, const std::string& what) {
     const char* name = boost::hana::to<const char*>(boost::hana::first(accessor));
     auto& field = boost::hana::second(accessor)(value);
     const auto it = in.find(name);
+    if (it == in.end() && std::find(may_be_absent.begin(), may_be_absent.end(),
+                                    std::string_view(name)) != may_be_absent.end()) {
+      return;
+    }
     if (it == in.end() || !it->is_number_integer()) {
       throw Error(what + ": field '" + name + "' is missing or not an integer");
     }
@@ -41,16 +51,20 @@ Struct from_json(const nlohmann::json& in, const std::string& what) {
   return value;
 }
 
-// "field=value field=value ...", each value as `format(field name, value)` writes it.
+// "field=value field=value ...", each value as `format(field name, value)` writes it; a field
+// whose format gives std::nullopt is left out.
 template <class Struct, class Format>
 std::string describe(const Struct& value, Format&& format) {
   std::string out;
   boost::hana::for_each(boost::hana::accessors<Struct>(), [&](auto accessor) {
     const char* name = boost::hana::to<const char*>(boost::hana::first(accessor));
+    const std::optional<std::string> text =
+        format(std::string_view(name), boost::hana::second(accessor)(value));
+    if (!text) return;
     if (!out.empty()) out += ' ';
     out += name;
     out += '=';
-    out += format(std::string_view(name), boost::hana::second(accessor)(value));
+    out += *text;
   });
   return out;
 }
