@@ -44,8 +44,8 @@ void check_shipped_database(const char* file_name, tilenorm::DType dtype) {
                     "no built-in program has hash " << key.program_hash);
     CAPTURE(kernel->second);
     tuned.insert({kernel->second, key.n});
-    const auto config =
-        tilenorm::reflect::from_json<tilenorm::KernelConfig>(entry.config, "tuning entry config");
+    const auto config = tilenorm::reflect::from_json<tilenorm::KernelConfig>(
+        entry.config, "tuning entry config", tilenorm::kKernelConfigLaterFields);
     const tilenorm::LoweredProgram lowered =
         tilenorm::lower(tilenorm::kernels::builtin_program(kernel->second));
     const tilenorm::KernelSpec spec{dtype, dtype, key.n, config};
