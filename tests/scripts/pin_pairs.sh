@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# scripts/pin-pairs: a --show-candidates log's configurations timed with several load pins, each
+# pin in points against the rule's kernel; the first M of a shape only unless --all; a log with
+# no such pair fails with a message. Skipped (77) without python3.
+set -euo pipefail
+script="$1"
+work="$2"
+command -v python3 >/dev/null || { echo "SKIPPED: no python3"; exit 77; }
+fail() { echo "FAIL: $*" >&2; exit 1; }
+rm -rf "$work" && mkdir -p "$work"
+cat >"$work/tune.log" <<'LOG'
+layer_norm_backward fp16 N=65536 M=1024: 4 candidates timed (first round)
+  161.20 us  82.6% copy  tpr=128 rpc=4 vec=8 prefetched cluster=16 pin=on
+  168.08 us  77.8% copy  tpr=128 rpc=4 vec=8 prefetched cluster=16
+  170.00 us  76.0% copy  tpr=128 rpc=4 vec=8 prefetched cluster=16 pin=early
+  172.00 us  75.0% copy  tpr=256 rpc=1 vec=8 prefetched cluster=16
+
+layer_norm_backward fp16 N=65536 M=256: 2 candidates timed (first round)
+  55.73 us  59.6% copy  tpr=128 rpc=4 vec=8 prefetched cluster=16 pin=on
+  57.41 us  57.9% copy  tpr=128 rpc=4 vec=8 prefetched cluster=16
+LOG
+"$script" "$work/tune.log" >"$work/out.md"
+grep -qF "| layer_norm_backward | fp16 | 65536 | 1024 | tpr=128 rpc=4 vec=8 prefetched cluster=16 | 77.8 | +4.8 |  | -1.8 |" \
+  "$work/out.md" || fail "row: $(cat "$work/out.md")"
+[ "$(grep -c '^| layer_norm' "$work/out.md")" -eq 1 ] || fail "rows: $(cat "$work/out.md")"
+"$script" --all "$work/tune.log" >"$work/all.md"
+grep -qF "| 256 | tpr=128 rpc=4 vec=8 prefetched cluster=16 | 57.9 | +1.7 |" "$work/all.md" ||
+  fail "--all: $(cat "$work/all.md")"
+echo "nothing here" >"$work/empty.log"
+if "$script" "$work/empty.log" 2>"$work/err.txt"; then fail "a log without pairs passed"; fi
+grep -q "no candidate was timed with more than one load pin" "$work/err.txt" ||
+  fail "message: $(cat "$work/err.txt")"
+echo "pin-pairs: ok"
