@@ -63,10 +63,11 @@ int dump(const std::vector<std::string>& args) {
                  "registers, shared, global, prefetched, staged or pipelined (the last three "
                  "persistent; pipelined on a cluster)",
                  "S");
-  cli::add_value(app, "--load-pin", o.load_pin,
-                 "rule (default), on or off: whether a prefetched cluster backward pins its next "
-                 "row block's loads before the exchange (KernelConfig::load_pin)",
-                 "P");
+  cli::add_value(
+      app, "--load-pin", o.load_pin,
+      "rule (default), on, off or early: where a prefetched cluster backward pins its next "
+      "row block's loads before the exchange (KernelConfig::load_pin)",
+      "P");
   auto* source_only = app.add_flag(
       "--source-only", o.source_only,
       "print only the self-contained source (prelude included), which `nvcc -arch=sm_90 -c` "

@@ -128,7 +128,8 @@ RowStorage parse_row_storage(std::string_view flag, std::string_view text) {
 }
 
 LoadPin parse_load_pin(std::string_view flag, std::string_view text) {
-  return parse_named(flag, text, {LoadPin::rule, LoadPin::on, LoadPin::off}, load_pin_name);
+  return parse_named(flag, text, {LoadPin::rule, LoadPin::on, LoadPin::off, LoadPin::early},
+                     load_pin_name);
 }
 
 PeeledRowShifts parse_peeled_row_shifts(std::string_view flag, std::string_view text) {

@@ -324,8 +324,7 @@ std::optional<PrunedCandidate> prune(const Context& context, const KernelConfig&
     const std::string pin(load_pin_name(static_cast<LoadPin>(config.load_pin)));
     KernelSpec by_rule = spec;
     by_rule.config.load_pin = kPinByRule;
-    if (pins_next_row_loads(context.program, spec) ==
-        pins_next_row_loads(context.program, by_rule)) {
+    if (next_row_loads_pin(context.program, spec) == next_row_loads_pin(context.program, by_rule)) {
       return pruned(PruneRule::load_pin_scope,
                     "load_pin " + pin + " builds what the rule builds here (load_pin rule)");
     }

@@ -59,6 +59,8 @@ std::string_view load_pin_name(LoadPin pin) {
       return "on";
     case LoadPin::off:
       return "off";
+    case LoadPin::early:
+      return "early";
   }
   return "?";
 }
@@ -227,17 +229,12 @@ bool can_pin_next_row_loads(const LoweredProgram& lp, const KernelSpec& spec) {
 // statistics ahead and pinning lost on the H100, fifty-third session) and where
 // sinks_prefetches keeps the loads early (RMSNorm's recompute lost 1.7 and 3.1 points with the
 // pin there, H200, bf16 N = 32768 and 65536, fifty-fourth session).
-bool pins_next_row_loads(const LoweredProgram& lp, const KernelSpec& spec) {
-  if (!can_pin_next_row_loads(lp, spec)) return false;
-  switch (static_cast<LoadPin>(spec.config.load_pin)) {
-    case LoadPin::on:
-      return true;
-    case LoadPin::off:
-      return false;
-    case LoadPin::rule:
-      return !first_pass_reads_row_scalar_input(lp) && !sinks_prefetches(lp, spec);
-  }
-  return false;
+LoadPin next_row_loads_pin(const LoweredProgram& lp, const KernelSpec& spec) {
+  if (!can_pin_next_row_loads(lp, spec)) return LoadPin::off;
+  const auto pin = static_cast<LoadPin>(spec.config.load_pin);
+  if (pin != LoadPin::rule) return pin;
+  return first_pass_reads_row_scalar_input(lp) || sinks_prefetches(lp, spec) ? LoadPin::off
+                                                                             : LoadPin::on;
 }
 
 // With shift_per_row the copy of the column parameters is laid out at no shift, one chunk
@@ -575,7 +572,7 @@ class Emitter {
     global_exchange_ = clustered_ && spec.global_exchange;
     persistent_ = persistent_kernel(lp, spec);
     first_pass_reads_statistic_ = first_pass_reads_row_scalar_input(lp);
-    pins_loads_ = pins_next_row_loads(lp, spec);
+    pin_place_ = next_row_loads_pin(lp, spec);
     block_index_ = clustered_ ? "tn_cluster" : "blockIdx.x";
     block_count_ = clustered_ ? "tn_clusters" : "gridDim.x";
     // Row groups combine their partial sums in shared memory, one partial row per CTA, when
@@ -1897,6 +1894,7 @@ class Emitter {
   // reduction of the phase. A pipelined kernel's pass stops at pushing them to the cluster.
   void emit_row_reduction(const std::vector<NodeId>& reductions, const std::vector<NodeId>& phase) {
     const int width = std::min(spec_.config.threads_per_row, 32);
+    if (clustered_) emit_load_pin(LoadPin::early);
     for (NodeId r : reductions) {
       if (is_comoment(r) && (row_in_one_warp() || centers_on_warp_average())) {
         out_ << "  acc" << r << ".c = tn::group_allreduce<tn::kSum, " << width << ">(acc" << r
@@ -1943,7 +1941,7 @@ class Emitter {
       if (geo_.warps_per_row == 1 && spec_.config.rows_per_cta > 1)
         out_ << "  __syncthreads();  // every row group has read its earlier exchanges\n";
       const auto exchanged = cluster_reductions(reductions);
-      emit_load_pin();
+      emit_load_pin(LoadPin::on);
       emit_exchange_push(exchanged);
       if (defer_exchange_) return;  // a pipelined kernel combines it one row block later
       emit_exchange_combine(exchanged);
@@ -1958,9 +1956,10 @@ class Emitter {
   // at bf16 N = 32768-262144, RMSNorm's at 131072-262144, some stacked saved-statistics
   // backwards on clusters of 16 (scripts/sass-order, fifty-second session). Backwards only:
   // the forwards issued their loads early already, and gained nothing from it (H100, within 0.3
-  // points). Where: pins_next_row_loads (KernelConfig::load_pin, or the rule).
-  void emit_load_pin() {
-    if (pinned_this_row_ || !pins_loads_) return;
+  // points). Where: next_row_loads_pin (KernelConfig::load_pin, or the rule); `place` is where
+  // the caller is: before the first exchange (on) or before the warps' sums are combined (early).
+  void emit_load_pin(LoadPin place) {
+    if (pinned_this_row_ || pin_place_ != place) return;
     pinned_this_row_ = true;
     std::string stride, output;
     for (const ir::Slot& s : p_.slots) {
@@ -2372,8 +2371,8 @@ class Emitter {
   // block's copies have started.
   std::set<int> inputs_read_;
   bool fetched_this_row_ = false;
-  bool pins_loads_ = false;       // pins_next_row_loads
-  bool pinned_this_row_ = false;  // see emit_load_pin
+  LoadPin pin_place_ = LoadPin::off;  // next_row_loads_pin
+  bool pinned_this_row_ = false;      // see emit_load_pin
   // The raw chunk arrays the passes unpack (in<i><suffix>): a pipelined kernel's two row
   // blocks use their own.
   std::string raw_suffix_ = "_raw";
@@ -2418,7 +2417,8 @@ std::optional<std::string> config_problem(const LoweredProgram& lp, const Kernel
     return "ctas_per_row must be in 1..16, got " + std::to_string(c.ctas_per_row);
   }
   if (c.load_pin < 0 || c.load_pin >= kLoadPinCount) {
-    return "load_pin must be 0 (rule), 1 (on) or 2 (off), got " + std::to_string(c.load_pin);
+    return "load_pin must be 0 (rule), 1 (on), 2 (off) or 3 (early), got " +
+           std::to_string(c.load_pin);
   }
   if (static_cast<LoadPin>(c.load_pin) != LoadPin::rule && !can_pin_next_row_loads(lp, spec)) {
     return "load_pin " + std::string(load_pin_name(static_cast<LoadPin>(c.load_pin))) +

@@ -261,8 +261,8 @@ TEST_CASE("errors: generate_cuda names the program, the config and the problem")
       tilenorm::DType::bf16, tilenorm::DType::bf16, 4096, {128, 2, 8, 0, 1, 7}};
   CHECK(message_of<tilenorm::ProgramError>([&] { tilenorm::generate_cuda(lowered, bad_pin); }) ==
         "cannot generate 'layer_norm' with threads_per_row=128 rows_per_cta=2 vec=8 "
-        "row_storage=registers ctas_per_row=1 load_pin=7: load_pin must be 0 (rule), 1 (on) or 2 "
-        "(off), got 7");
+        "row_storage=registers ctas_per_row=1 load_pin=7: load_pin must be 0 (rule), 1 (on), 2 "
+        "(off) or 3 (early), got 7");
   const tilenorm::KernelSpec forward_pin{
       tilenorm::DType::bf16, tilenorm::DType::bf16, 65536, {128, 1, 8, 3, 16, 1}};
   CHECK(

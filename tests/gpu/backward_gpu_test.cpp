@@ -187,10 +187,11 @@ TEST_CASE("backward: clusters split DyT rows and sum its scalar, match the inter
 }
 
 // KernelConfig::load_pin moves where ptxas issues the next row block's loads, nothing else: each
-// backward on prefetched clusters of 16, with the pin its rule does not choose (LayerNorm's
-// saved backward pinned, RMSNorm's not), still matches the interpreter in every dtype, on rows
-// of four vectors per thread and ragged ones, with one row block and with many per cluster.
-TEST_CASE("backward: clusters with the other load pin than the rule match the interpreter") {
+// backward on prefetched clusters of 16, with each placement its rule does not choose (on, off
+// or early: LayerNorm's saved backward pinned, RMSNorm's not, either pinned early), still
+// matches the interpreter in every dtype, on rows of four vectors per thread and ragged ones,
+// with one row block and with many per cluster.
+TEST_CASE("backward: clusters with other load pins than the rule match the interpreter") {
   if (!runs_clusters(backward_runtime())) return;
   using tilenorm::LoadPin;
   const tilenorm::ir::Program& layer_norm = tilenorm::kernels::builtin_program("layer_norm");
@@ -214,29 +215,32 @@ TEST_CASE("backward: clusters with the other load pin than the rule match the in
                                       16,  tilenorm::kPinByRule};
         const tilenorm::KernelSpec by_rule{dtype, dtype, n, config};
         if (tilenorm::config_problem(norm.lowered(), by_rule)) continue;
-        const bool rule_pins = tilenorm::pins_next_row_loads(norm.lowered(), by_rule);
-        config.load_pin = static_cast<int>(rule_pins ? LoadPin::off : LoadPin::on);
-        CAPTURE(program.name);
-        CAPTURE(tilenorm::dtype_name(dtype));
-        CAPTURE(n);
-        CAPTURE(m);
-        CAPTURE(config.describe());
-        const auto report =
-            tilenorm::check_against_interpreter(norm, {.io_dtype = dtype,
-                                                       .param_dtype = dtype,
-                                                       .rows = m,
-                                                       .cols = n,
-                                                       .seed = 57u + static_cast<unsigned>(checked),
-                                                       .config = config});
-        INFO(report.describe());
-        CHECK(report.ok());
-        CHECK(report.unwritten == 0);
-        CHECK(report.used.config == config);
-        ++checked;
+        const LoadPin rule = tilenorm::next_row_loads_pin(norm.lowered(), by_rule);
+        for (LoadPin pin : {LoadPin::on, LoadPin::off, LoadPin::early}) {
+          if (pin == rule) continue;
+          config.load_pin = static_cast<int>(pin);
+          CAPTURE(program.name);
+          CAPTURE(tilenorm::dtype_name(dtype));
+          CAPTURE(n);
+          CAPTURE(m);
+          CAPTURE(config.describe());
+          const auto report = tilenorm::check_against_interpreter(
+              norm, {.io_dtype = dtype,
+                     .param_dtype = dtype,
+                     .rows = m,
+                     .cols = n,
+                     .seed = 57u + static_cast<unsigned>(checked),
+                     .config = config});
+          INFO(report.describe());
+          CHECK(report.ok());
+          CHECK(report.unwritten == 0);
+          CHECK(report.used.config == config);
+          ++checked;
+        }
       }
     }
   }
-  CHECK(checked == 30);
+  CHECK(checked == 60);
 }
 
 // Clusters need not be a power of two: three, six and twelve CTAs (twelve is non-portable).

@@ -1148,17 +1148,34 @@ TEST_CASE(
         body(unpinned));
   CHECK(body(without_pin_block(pinned)) ==
         body(source("layer_norm_backward", 16, RowStorage::prefetched)));
-  // pins_next_row_loads says what the source shows.
-  const auto spec = [](tilenorm::LoadPin p) {
+  // Early: once per row block, before the first pass's sums are combined across the warps (the
+  // first group_allreduce), where "on" comes after that combine's barrier.
+  for (const char* name : {"layer_norm_backward", "rms_norm_backward"}) {
+    CAPTURE(name);
+    const std::string early = source(name, 16, RowStorage::prefetched, LoadPin::early);
+    const std::size_t at = early.find(pin);
+    REQUIRE(at != std::string::npos);
+    CHECK(early.find(pin, at + 1) == std::string::npos);
+    const std::size_t loop = early.find("for (long long block");
+    CHECK(loop < at);
+    CHECK(at < early.find("tn::group_allreduce<", loop));
+    CHECK(body(without_pin_block(early)) ==
+          body(source(name, 16, RowStorage::prefetched, LoadPin::off)));
+  }
+  // next_row_loads_pin says what the source shows.
+  const auto resolved = [](const char* name, tilenorm::LoadPin p) {
     tilenorm::KernelConfig c = config(128, 1, 8, RowStorage::prefetched);
     c.ctas_per_row = 16;
     c.load_pin = static_cast<int>(p);
-    return tilenorm::KernelSpec{DType::bf16, DType::bf16, 65536, c};
+    return tilenorm::next_row_loads_pin(lowered(name), {DType::bf16, DType::bf16, 65536, c});
   };
-  CHECK_FALSE(tilenorm::pins_next_row_loads(lowered("layer_norm_backward"), spec(LoadPin::rule)));
-  CHECK(tilenorm::pins_next_row_loads(lowered("layer_norm_backward"), spec(LoadPin::on)));
-  CHECK(tilenorm::pins_next_row_loads(lowered("rms_norm_backward"), spec(LoadPin::rule)));
-  CHECK_FALSE(tilenorm::pins_next_row_loads(lowered("rms_norm_backward"), spec(LoadPin::off)));
+  CHECK(resolved("layer_norm_backward", LoadPin::rule) == LoadPin::off);
+  CHECK(resolved("layer_norm_backward", LoadPin::on) == LoadPin::on);
+  CHECK(resolved("layer_norm_backward", LoadPin::early) == LoadPin::early);
+  CHECK(resolved("rms_norm_backward", LoadPin::rule) == LoadPin::on);
+  CHECK(resolved("rms_norm_backward", LoadPin::off) == LoadPin::off);
+  CHECK(resolved("rms_norm_backward_recompute", LoadPin::rule) == LoadPin::off);  // sinks them
+  CHECK(resolved("rms_norm", LoadPin::rule) == LoadPin::off);  // a forward: nothing to pin
 }
 
 // ---- configurations that cannot be generated

@@ -58,7 +58,7 @@ DTypeChoice parse_dtype_choice(std::string_view flag, std::string_view text);
 
 // A row storage by name (row_storage_name); otherwise a UsageError naming them.
 RowStorage parse_row_storage(std::string_view flag, std::string_view text);
-// "rule", "on" or "off" (load_pin_name); otherwise a UsageError naming them.
+// "rule", "on", "off" or "early" (load_pin_name); otherwise a UsageError naming them.
 LoadPin parse_load_pin(std::string_view flag, std::string_view text);
 
 // "auto", "per-thread" or "per-row" (peeled_row_shifts_name); otherwise a UsageError.

@@ -64,11 +64,12 @@ std::string_view row_storage_name(RowStorage storage);
 // Where a prefetched cluster kernel that sums across rows (a backward) has ptxas issue the
 // next row block's loads: left to its rule (KernelConfig{} and tuning entries written before
 // the knob existed mean this), or pinned before the row block's first cluster exchange by a
-// branch never taken that uses them, or left where ptxas puts them. Which is faster depends on
-// the program, the dtype and the GPU (docs/performance.md, fifty-third to fifty-seventh
-// sessions), so the tuner tries each; pins_next_row_loads() resolves it.
-enum class LoadPin : int { rule = 0, on = 1, off = 2 };
-inline constexpr int kLoadPinCount = 3;
+// branch never taken that uses them (on), or left where ptxas puts them (off), or pinned
+// earlier, before the first pass's sums are combined across the CTA's warps (early). Which is
+// faster depends on the program, the dtype and the GPU (docs/performance.md, fifty-third to
+// fifty-seventh sessions), so the tuner tries each; next_row_loads_pin() resolves it.
+enum class LoadPin : int { rule = 0, on = 1, off = 2, early = 3 };
+inline constexpr int kLoadPinCount = 4;
 inline constexpr int kPinByRule = static_cast<int>(LoadPin::rule);  // for KernelConfig{...}
 std::string_view load_pin_name(LoadPin pin);
 
@@ -177,10 +178,11 @@ std::int64_t register_budget(const KernelSpec& spec);
 // Whether `spec` is a kernel whose next row block's loads can be pinned (KernelConfig::load_pin
 // other than rule): prefetched rows on a cluster, in a kernel that sums across rows.
 bool can_pin_next_row_loads(const LoweredProgram& program, const KernelSpec& spec);
-// Whether the kernel generated for `spec` pins them: as load_pin says, or by the rule (not where
-// the first reduction pass reads a saved statistic, nor where the kernel asks for registers that
-// keep the loads early by themselves).
-bool pins_next_row_loads(const LoweredProgram& program, const KernelSpec& spec);
+// Where the kernel generated for `spec` pins them (never LoadPin::rule): as load_pin says, or by
+// the rule: on, but off where the first reduction pass reads a saved statistic or where the
+// kernel asks for registers that keep the loads early by themselves, and off wherever there is
+// nothing to pin (can_pin_next_row_loads).
+LoadPin next_row_loads_pin(const LoweredProgram& program, const KernelSpec& spec);
 
 // Why `spec` cannot be generated for `program`, or nothing when it can.
 std::optional<std::string> config_problem(const LoweredProgram& program, const KernelSpec& spec);
