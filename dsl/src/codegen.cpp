@@ -225,16 +225,22 @@ bool can_pin_next_row_loads(const LoweredProgram& lp, const KernelSpec& spec) {
          plan_kernels(lp).persistent;
 }
 
-// The rule: pinned, except where the first pass reads a saved statistic (there, copying the
-// statistics ahead and pinning lost on the H100, fifty-third session) and where
-// sinks_prefetches keeps the loads early (RMSNorm's recompute lost 1.7 and 3.1 points with the
-// pin there, H200, bf16 N = 32768 and 65536, fifty-fourth session).
+// The rule: pinned before the first exchange (on), except where sinks_prefetches keeps the
+// loads early (RMSNorm's recompute lost 1.7 and 3.1 points with the pin there, H200, bf16 N =
+// 32768 and 65536, fifty-fourth session) and where the first pass reads a saved statistic.
+// There the pin after the warps' combine lost (H100, fifty-third session); the pin before it
+// (early) gained 5-7 points for fp16 LayerNorm and LayerNorm without bias at 65536-262144 on
+// clusters of 16 and held bf16 LayerNorm within 2, but lost up to 5.6 at 32768 (H100,
+// fifty-eighth session): early from rows of kEarlyPinMinRowVectors on clusters of 16, else off.
 LoadPin next_row_loads_pin(const LoweredProgram& lp, const KernelSpec& spec) {
   if (!can_pin_next_row_loads(lp, spec)) return LoadPin::off;
   const auto pin = static_cast<LoadPin>(spec.config.load_pin);
   if (pin != LoadPin::rule) return pin;
-  return first_pass_reads_row_scalar_input(lp) || sinks_prefetches(lp, spec) ? LoadPin::off
-                                                                             : LoadPin::on;
+  if (sinks_prefetches(lp, spec)) return LoadPin::off;
+  if (!first_pass_reads_row_scalar_input(lp)) return LoadPin::on;
+  constexpr std::int64_t kEarlyPinMinRowVectors = 8192;
+  const bool long_rows = spec.n / spec.config.vec >= kEarlyPinMinRowVectors;
+  return long_rows && spec.config.ctas_per_row == 16 ? LoadPin::early : LoadPin::off;
 }
 
 // With shift_per_row the copy of the column parameters is laid out at no shift, one chunk

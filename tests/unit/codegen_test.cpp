@@ -1117,11 +1117,12 @@ TEST_CASE(
     CHECK(contains(clustered, "tn::raw_bits(in0_next[it])"));
   }
   // Not without a cluster, nor where no row block is fetched ahead, nor where the first pass
-  // reads a saved statistic (LayerNorm's mean), nor in forwards, nor where the kernel asks for
-  // the registers that keep its loads early (RMSNorm's recompute of four vectors per thread).
+  // reads a saved statistic (LayerNorm's mean) on a cluster under 16 CTAs (there it is early on
+  // clusters of 16, see below), nor in forwards, nor where the kernel asks for the registers
+  // that keep its loads early (RMSNorm's recompute of four vectors per thread).
   CHECK_FALSE(contains(source("rms_norm_backward", 1, RowStorage::prefetched), pin));
   CHECK_FALSE(contains(source("rms_norm_backward", 16, RowStorage::registers), pin));
-  CHECK_FALSE(contains(source("layer_norm_backward", 16, RowStorage::prefetched), pin));
+  CHECK_FALSE(contains(source("layer_norm_backward", 8, RowStorage::prefetched), pin));
   CHECK_FALSE(contains(source("rms_norm", 16, RowStorage::prefetched), pin));
   const std::string sinking = source("rms_norm_backward_recompute", 16, RowStorage::prefetched);
   CHECK(contains(sinking, "__launch_bounds__(128, 3)"));
@@ -1147,7 +1148,10 @@ TEST_CASE(
   CHECK(body(without_pin_block(source("rms_norm_backward", 16, RowStorage::prefetched))) ==
         body(unpinned));
   CHECK(body(without_pin_block(pinned)) ==
-        body(source("layer_norm_backward", 16, RowStorage::prefetched)));
+        body(source("layer_norm_backward", 16, RowStorage::prefetched, LoadPin::off)));
+  // LayerNorm's rule on a cluster of 16 at rows of 8192 vectors: the early kernel.
+  CHECK(body(source("layer_norm_backward", 16, RowStorage::prefetched)) ==
+        body(source("layer_norm_backward", 16, RowStorage::prefetched, LoadPin::early)));
   // Early: once per row block, before the first pass's sums are combined across the warps (the
   // first group_allreduce), where "on" comes after that combine's barrier.
   for (const char* name : {"layer_norm_backward", "rms_norm_backward"}) {
@@ -1163,13 +1167,18 @@ TEST_CASE(
           body(source(name, 16, RowStorage::prefetched, LoadPin::off)));
   }
   // next_row_loads_pin says what the source shows.
-  const auto resolved = [](const char* name, tilenorm::LoadPin p) {
+  const auto resolved = [](const char* name, tilenorm::LoadPin p, std::int64_t n = 65536,
+                           int ctas_per_row = 16) {
     tilenorm::KernelConfig c = config(128, 1, 8, RowStorage::prefetched);
-    c.ctas_per_row = 16;
+    c.ctas_per_row = ctas_per_row;
     c.load_pin = static_cast<int>(p);
-    return tilenorm::next_row_loads_pin(lowered(name), {DType::bf16, DType::bf16, 65536, c});
+    return tilenorm::next_row_loads_pin(lowered(name), {DType::bf16, DType::bf16, n, c});
   };
-  CHECK(resolved("layer_norm_backward", LoadPin::rule) == LoadPin::off);
+  // A saved statistic in the first pass: early on clusters of 16 from rows of 8192 vectors.
+  CHECK(resolved("layer_norm_backward", LoadPin::rule) == LoadPin::early);
+  CHECK(resolved("layer_norm_backward", LoadPin::rule, 32768) == LoadPin::off);
+  CHECK(resolved("layer_norm_backward", LoadPin::rule, 65536, 8) == LoadPin::off);
+  CHECK(resolved("layer_norm_backward_recompute", LoadPin::rule) == LoadPin::on);
   CHECK(resolved("layer_norm_backward", LoadPin::on) == LoadPin::on);
   CHECK(resolved("layer_norm_backward", LoadPin::early) == LoadPin::early);
   CHECK(resolved("rms_norm_backward", LoadPin::rule) == LoadPin::on);

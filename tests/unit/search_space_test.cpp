@@ -326,16 +326,24 @@ TEST_CASE("search space: the load pin the rule does not choose, on long rows' cl
   };
   const tilenorm::KernelConfig slices = config(128, 1, 8, RowStorage::prefetched);
   using tilenorm::LoadPin;
-  // LayerNorm's saved backward reads its mean in the first pass: the rule does not pin, so "on"
-  // is searched and "off" is the rule's kernel again. RMSNorm's is pinned by the rule.
+  // LayerNorm's saved backward reads its mean in the first pass: the rule pins early from rows
+  // of 8192 vectors, so "on" and "off" are searched and "early" is the rule's kernel again; on
+  // shorter rows the rule does not pin, and "off" is the rule's kernel. RMSNorm's is pinned
+  // ("on") by the rule.
   const auto layer_norm = tilenorm::explore_search_space(lowered("layer_norm_backward"),
                                                          DType::bf16, DType::bf16, 65536, limits);
   CHECK(survives(layer_norm.candidates, with(slices, 16, LoadPin::rule)));
   CHECK(survives(layer_norm.candidates, with(slices, 16, LoadPin::on)));
-  CHECK(survives(layer_norm.candidates, with(slices, 16, LoadPin::early)));
-  const auto same = pruned_entry(layer_norm, with(slices, 16, LoadPin::off));
+  CHECK(survives(layer_norm.candidates, with(slices, 16, LoadPin::off)));
+  const auto same = pruned_entry(layer_norm, with(slices, 16, LoadPin::early));
   CHECK(same.rule == PruneRule::load_pin_scope);
-  CHECK(same.reason == "load_pin off builds what the rule builds here (load_pin rule)");
+  CHECK(same.reason == "load_pin early builds what the rule builds here (load_pin rule)");
+  const auto shorter = tilenorm::explore_search_space(lowered("layer_norm_backward"), DType::bf16,
+                                                      DType::bf16, 32768, limits);
+  const tilenorm::KernelConfig halves = config(64, 1, 8, RowStorage::prefetched);
+  CHECK(survives(shorter.candidates, with(halves, 16, LoadPin::early)));
+  CHECK(pruned_entry(shorter, with(halves, 16, LoadPin::off)).reason ==
+        "load_pin off builds what the rule builds here (load_pin rule)");
   const auto rms_norm = tilenorm::explore_search_space(lowered("rms_norm_backward"), DType::bf16,
                                                        DType::bf16, 65536, limits);
   CHECK(survives(rms_norm.candidates, with(slices, 16, LoadPin::off)));

@@ -179,9 +179,10 @@ std::int64_t register_budget(const KernelSpec& spec);
 // other than rule): prefetched rows on a cluster, in a kernel that sums across rows.
 bool can_pin_next_row_loads(const LoweredProgram& program, const KernelSpec& spec);
 // Where the kernel generated for `spec` pins them (never LoadPin::rule): as load_pin says, or by
-// the rule: on, but off where the first reduction pass reads a saved statistic or where the
-// kernel asks for registers that keep the loads early by themselves, and off wherever there is
-// nothing to pin (can_pin_next_row_loads).
+// the rule: on, but off where the kernel asks for registers that keep the loads early by
+// themselves, and where the first reduction pass reads a saved statistic early on clusters of 16
+// with rows of 8192 vectors and more, else off; off wherever there is nothing to pin
+// (can_pin_next_row_loads).
 LoadPin next_row_loads_pin(const LoweredProgram& program, const KernelSpec& spec);
 
 // Why `spec` cannot be generated for `program`, or nothing when it can.
