@@ -66,7 +66,8 @@ int dump(const std::vector<std::string>& args) {
   cli::add_value(
       app, "--load-pin", o.load_pin,
       "rule (default), on, off or early: where a prefetched cluster backward pins its next "
-      "row block's loads before the exchange (KernelConfig::load_pin)",
+      "row block's loads: before the row's exchange, nowhere, or before its warps' sums are "
+      "combined (KernelConfig::load_pin)",
       "P");
   auto* source_only = app.add_flag(
       "--source-only", o.source_only,
