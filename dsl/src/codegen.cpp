@@ -240,7 +240,7 @@ LoadPin next_row_loads_pin(const LoweredProgram& lp, const KernelSpec& spec) {
   if (!first_pass_reads_row_scalar_input(lp)) return LoadPin::on;
   constexpr std::int64_t kEarlyPinMinRowVectors = 8192;
   const bool long_rows = spec.n / spec.config.vec >= kEarlyPinMinRowVectors;
-  return long_rows && spec.config.ctas_per_row == 16 ? LoadPin::early : LoadPin::off;
+  return long_rows && spec.config.ctas_per_row == kMaxCtasPerRow ? LoadPin::early : LoadPin::off;
 }
 
 // With shift_per_row the copy of the column parameters is laid out at no shift, one chunk
@@ -2419,8 +2419,9 @@ std::optional<std::string> config_problem(const LoweredProgram& lp, const Kernel
   // Any size up to 16, the largest cluster sm_90 runs: slices of 3, 5, 7, ... CTAs tile rows
   // such as 43008 bf16 elements (7 x 256 threads x 3 vectors) that no power of two divides into
   // whole sweeps.
-  if (c.ctas_per_row < 1 || c.ctas_per_row > 16) {
-    return "ctas_per_row must be in 1..16, got " + std::to_string(c.ctas_per_row);
+  if (c.ctas_per_row < 1 || c.ctas_per_row > kMaxCtasPerRow) {
+    return "ctas_per_row must be in 1.." + std::to_string(kMaxCtasPerRow) + ", got " +
+           std::to_string(c.ctas_per_row);
   }
   if (c.load_pin < 0 || c.load_pin >= kLoadPinCount) {
     return "load_pin must be 0 (rule), 1 (on), 2 (off) or 3 (early), got " +

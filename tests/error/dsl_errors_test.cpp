@@ -238,16 +238,19 @@ TEST_CASE("errors: backward() rejects a gradient name that collides with a forwa
 
 TEST_CASE("errors: generate_cuda names the program, the config and the problem") {
   const auto lowered = tilenorm::lower(tilenorm::kernels::builtin_program("layer_norm"));
+  const auto refusal = [&](const tilenorm::KernelSpec& spec) {
+    return message_of<tilenorm::ProgramError>([&] { tilenorm::generate_cuda(lowered, spec); });
+  };
   const tilenorm::KernelSpec too_wide{
       tilenorm::DType::f32, tilenorm::DType::f32, 4096, {256, 1, 8, 2, 1, 0}};
-  CHECK(message_of<tilenorm::ProgramError>([&] { tilenorm::generate_cuda(lowered, too_wide); }) ==
+  CHECK(refusal(too_wide) ==
         "cannot generate 'layer_norm' with threads_per_row=256 rows_per_cta=1 vec=8 "
         "row_storage=global ctas_per_row=1: vec must be a power of two with vec * element size <= "
         "16 bytes, got 8");
   // 1024 bf16 values per thread, held raw two to a register.
   const tilenorm::KernelSpec too_long{
       tilenorm::DType::bf16, tilenorm::DType::bf16, 1 << 20, {1024, 1, 8, 0, 1, 0}};
-  CHECK(message_of<tilenorm::ProgramError>([&] { tilenorm::generate_cuda(lowered, too_long); }) ==
+  CHECK(refusal(too_long) ==
         "cannot generate 'layer_norm' with threads_per_row=1024 rows_per_cta=1 vec=8 "
         "row_storage=registers ctas_per_row=1: the row does not fit in registers (512 values per "
         "thread, budget "
@@ -259,19 +262,18 @@ TEST_CASE("errors: generate_cuda names the program, the config and the problem")
   // The load pin: a LoadPin value, and only where there is a pin to choose.
   const tilenorm::KernelSpec bad_pin{
       tilenorm::DType::bf16, tilenorm::DType::bf16, 4096, {128, 2, 8, 0, 1, 7}};
-  CHECK(message_of<tilenorm::ProgramError>([&] { tilenorm::generate_cuda(lowered, bad_pin); }) ==
+  CHECK(refusal(bad_pin) ==
         "cannot generate 'layer_norm' with threads_per_row=128 rows_per_cta=2 vec=8 "
         "row_storage=registers ctas_per_row=1 load_pin=7: load_pin must be 0 (rule), 1 (on), 2 "
         "(off) or 3 (early), got 7");
   const tilenorm::KernelSpec forward_pin{
       tilenorm::DType::bf16, tilenorm::DType::bf16, 65536, {128, 1, 8, 3, 16, 1}};
-  CHECK(
-      message_of<tilenorm::ProgramError>([&] { tilenorm::generate_cuda(lowered, forward_pin); }) ==
-      "cannot generate 'layer_norm' with threads_per_row=128 rows_per_cta=1 vec=8 "
-      "row_storage=prefetched ctas_per_row=16 load_pin=on: load_pin on chooses where a "
-      "prefetched cluster kernel that sums across rows issues its next row block's loads: it "
-      "needs row_storage prefetched, ctas_per_row > 1 and a program that sums across rows (got "
-      "prefetched, ctas_per_row 16, a program that does not); use 0 (rule)");
+  CHECK(refusal(forward_pin) ==
+        "cannot generate 'layer_norm' with threads_per_row=128 rows_per_cta=1 vec=8 "
+        "row_storage=prefetched ctas_per_row=16 load_pin=on: load_pin on chooses where a "
+        "prefetched cluster kernel that sums across rows issues its next row block's loads: it "
+        "needs row_storage prefetched, ctas_per_row > 1 and a program that sums across rows (got "
+        "prefetched, ctas_per_row 16, a program that does not); use 0 (rule)");
 }
 
 TEST_CASE("errors: a KernelConfig from JSON must have exactly the integer fields") {

@@ -73,6 +73,10 @@ inline constexpr int kLoadPinCount = 4;
 inline constexpr int kPinByRule = static_cast<int>(LoadPin::rule);  // for KernelConfig{...}
 std::string_view load_pin_name(LoadPin pin);
 
+// The most CTAs that split a row (KernelConfig::ctas_per_row): sm_90's largest, non-portable,
+// thread-block cluster.
+inline constexpr int kMaxCtasPerRow = 16;
+
 // The tunable knobs, baked into the generated source as constexpr values.
 struct KernelConfig {
   BOOST_HANA_DEFINE_STRUCT(KernelConfig, (int, threads_per_row),  // power of two, 1..1024

@@ -85,7 +85,7 @@ inline constexpr int kStagedRowThreads = 64;
 // says what a device runs), slices of at least
 // kMinClusterSliceVectors vectors, kClusterVectorsPerThread vectors per thread, or twice that
 // on kLongSliceThreads threads for rows too long for that many on the largest cluster.
-inline constexpr int kMaxClusterCtas = 16;
+inline constexpr int kMaxClusterCtas = kMaxCtasPerRow;
 inline constexpr int kPortableClusterCtas = 8;
 inline constexpr std::int64_t kMinClusterSliceVectors = 256;
 inline constexpr std::int64_t kClusterVectorsPerThread = 4;
