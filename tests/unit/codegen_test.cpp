@@ -388,7 +388,11 @@ TEST_CASE("codegen: a cluster kernel with several rows per CTA exchanges their t
       contains(kernel.source, "tn::exchange_expect(barrier, RPC * 2 * CLUSTER * sizeof(float));"));
   CHECK(contains(kernel.source,
                  "const float* slots = tn_exchange_slots[buffer] + row_in_cta * 2 * CLUSTER;"));
-  CHECK(contains(kernel.source, "for (int g = 0; g < RPC; ++g) total +="));
+  CHECK(contains(kernel.source, "for (int g = 0; g < RPC; ++g) totals[v] +="));
+  // Each chunk's totals leave in 16-byte vectors.
+  CHECK(contains(kernel.source,
+                 "tn::store_totals<VEC, N>(dst + static_cast<long long>(tn_cluster) "
+                 "* N, c0, totals);"));
   // Row groups of four warps already meet at the barrier that combines their warps' totals
   // before each push; one-warp row groups get a barrier of their own there, so that no group
   // pushes into a buffer another has not read yet.
