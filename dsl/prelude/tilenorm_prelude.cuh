@@ -336,8 +336,8 @@ __device__ __forceinline__ void copy_chunk_async(typename RawVector<sizeof(T) * 
 
 // Starts an asynchronous copy (cp.async, sm_80+) of values[index] into `slot` in shared memory,
 // without waiting; a zero where `valid` is false (nothing is read then).
-__device__ __forceinline__ void copy_scalar_async(float* slot, const float* values,
-                                                  long long index, bool valid) {
+__device__ __forceinline__ void copy_scalar_async(float* slot, const float* values, long long index,
+                                                  bool valid) {
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(shared_address(slot)),
                "l"(valid ? values + index : values), "r"(valid ? 4u : 0u)
                : "memory");
