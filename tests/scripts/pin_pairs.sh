@@ -2,12 +2,7 @@
 # scripts/pin-pairs: a --show-candidates log's configurations timed with several load pins, each
 # pin in points against the rule's kernel; the first M of a shape only unless --all; a log with
 # no such pair fails with a message. Skipped (77) without python3.
-set -euo pipefail
-script="$1"
-work="$2"
-command -v python3 >/dev/null || { echo "SKIPPED: no python3"; exit 77; }
-fail() { echo "FAIL: $*" >&2; exit 1; }
-rm -rf "$work" && mkdir -p "$work"
+source "$(dirname "$0")/python_script_test.sh"
 cat >"$work/tune.log" <<'LOG'
 layer_norm_backward fp16 N=65536 M=1024: 4 candidates timed (first round)
   161.20 us  82.6% copy  tpr=128 rpc=4 vec=8 prefetched cluster=16 pin=on

@@ -2,12 +2,7 @@
 # scripts/stall-summary: Nsight Compute's source page (CSV) as stall shares, the hottest
 # instructions and the stores or loads that touch excess L2 sectors; input without a source
 # table, or without samples, fails with a message. Skipped (77) without python3.
-set -euo pipefail
-script="$1"
-work="$2"
-command -v python3 >/dev/null || { echo "SKIPPED: no python3"; exit 77; }
-fail() { echo "FAIL: $*" >&2; exit 1; }
-rm -rf "$work" && mkdir -p "$work"
+source "$(dirname "$0")/python_script_test.sh"
 cat >"$work/source.csv" <<'CSV'
 "Kernel Name","tilenorm_layer_norm_backward",
 "Address","Source","Warp Stall Sampling (All Samples)","L2 Theoretical Sectors Global Excessive","L2 Theoretical Sectors Global","stall_barrier","stall_long_sb","stall_long_sb (Not Issued)"
