@@ -2086,6 +2086,9 @@ class Emitter {
         out_ << "  {\n    float* dst = tn_workspace + " << column << " * tn_columns_floats;\n";
         if (shared_partials_) {
           // Row group 0 adds the other groups' slots for its columns, in order.
+          const std::string group_slot =
+              shared_partial(std::to_string(column), "it", "v", "g * TPR + lane");
+          const std::string row_start = "static_cast<long long>(" + block_index_ + ") * N";
           out_ << (spec_.config.rows_per_cta > 1 ? "    __syncthreads();\n" : "")
                << "    if (row_in_cta == 0) {\n"
                << "#pragma unroll\n      for (int it = 0; it < ITERS; ++it) {\n"
@@ -2094,10 +2097,8 @@ class Emitter {
             out_ << "#pragma unroll\n        for (int v = 0; v < VEC; ++v) {\n"
                  << "          if (!(" << column_in_row() << ")) continue;\n"
                  << "          float total = 0.0f;\n"
-                 << "          for (int g = 0; g < RPC; ++g) total += "
-                 << shared_partial(std::to_string(column), "it", "v", "g * TPR + lane") << ";\n"
-                 << "          dst[static_cast<long long>(" << block_index_
-                 << ") * N + c0 + v] = total;\n"
+                 << "          for (int g = 0; g < RPC; ++g) total += " << group_slot << ";\n"
+                 << "          dst[" << row_start << " + c0 + v] = total;\n"
                  << "        }\n      }\n";
           } else {
             // The chunk's totals leave in vectors (store_totals): scalar stores of a thread's
@@ -2106,15 +2107,13 @@ class Emitter {
             out_ << "        float totals[VEC];\n"
                  << "#pragma unroll\n        for (int v = 0; v < VEC; ++v) {\n"
                  << "          totals[v] = 0.0f;\n"
-                 << "          for (int g = 0; g < RPC; ++g) totals[v] += "
-                 << shared_partial(std::to_string(column), "it", "v", "g * TPR + lane") << ";\n"
+                 << "          for (int g = 0; g < RPC; ++g) totals[v] += " << group_slot << ";\n"
                  << "        }\n"
-                 << "        tn::store_totals<VEC, N>(dst + static_cast<long long>(" << block_index_
-                 << ") * N, c0, totals);\n"
+                 << "        tn::store_totals<VEC, N>(dst + " << row_start << ", c0, totals);\n"
                  << "      }\n";
           }
           emit_remainder_partials(r, [&](const std::string& column) {
-            return "dst[static_cast<long long>(" + block_index_ + ") * N + " + column + "]";
+            return "dst[" + row_start + " + " + column + "]";
           });
           out_ << "    }\n";
         } else if (combine_) {
