@@ -217,6 +217,32 @@ bool sinks_prefetches(const LoweredProgram& lp, const KernelSpec& spec) {
   });
 }
 
+// Whether a kernel of one CTA per row block adds its column partial sums (dW, dB) after its warps
+// have left their row totals in shared memory and before the barrier that combines them,
+// instead of in its final pass: where none of them needs those totals (each column sum's term
+// waits on no reduction of the last phase: the saved-statistics backwards, and the recomputes'
+// terms of the first phase's statistics), rows held in registers (a pass over them reads no
+// memory), several warps per row (one warp has no barrier to wait at) and no peeled remainder.
+// The warps then do the partial sums' shared-memory read-add-writes while the slowest warp
+// catches up. Measured on the H100 (fifty-ninth session, bf16, against the final pass): the
+// LayerNorm backward at N = 16384 (staged, 256 threads) 85.2 -> 90.2%, RMSNorm's at 4096 +1.1,
+// its recompute at 16384 +1.5. Not on clusters: there, between the push of the row totals and
+// the wait for the peers', it lost 0.6-1.2 points at N = 32768-262144.
+bool adds_partials_before_row_barrier(const LoweredProgram& lp, const KernelSpec& spec) {
+  const auto storage = static_cast<RowStorage>(spec.config.row_storage);
+  if (spec.config.ctas_per_row != 1 || spec.config.threads_per_row <= 32 || spec.peel_rows ||
+      (storage != RowStorage::prefetched && storage != RowStorage::registers &&
+       storage != RowStorage::staged) ||
+      plan_kernels(lp).column_partials == 0 || lp.reduction_phases.empty())
+    return false;
+  const int last_phase = static_cast<int>(lp.reduction_phases.size()) - 1;
+  const ir::Graph& graph = *lp.program.graph;
+  return std::all_of(lp.cross_row_reductions.begin(), lp.cross_row_reductions.end(), [&](NodeId r) {
+    const Node& n = graph.node(r);
+    return !ir::varies_along_row(n.shape) || lp.phase_after[n.args[0]] < last_phase;
+  });
+}
+
 }  // namespace
 
 bool can_pin_next_row_loads(const LoweredProgram& lp, const KernelSpec& spec) {
@@ -579,6 +605,7 @@ class Emitter {
     persistent_ = persistent_kernel(lp, spec);
     first_pass_reads_statistic_ = first_pass_reads_row_scalar_input(lp);
     pin_place_ = next_row_loads_pin(lp, spec);
+    partials_before_barrier_ = adds_partials_before_row_barrier(lp, spec);
     block_index_ = clustered_ ? "tn_cluster" : "blockIdx.x";
     block_count_ = clustered_ ? "tn_clusters" : "gridDim.x";
     // Row groups combine their partial sums in shared memory, one partial row per CTA, when
@@ -1479,10 +1506,12 @@ class Emitter {
           roots.push_back(s.value);
         }
       }
-      for (NodeId r : lp_.cross_row_reductions) {
-        if (!ir::varies_along_row(g_.node(r).shape)) continue;
-        column_sums.push_back(r);
-        roots.push_back(g_.node(r).args[0]);
+      if (!partials_before_barrier_) {
+        for (NodeId r : lp_.cross_row_reductions) {
+          if (!ir::varies_along_row(g_.node(r).shape)) continue;
+          column_sums.push_back(r);
+          roots.push_back(g_.node(r).args[0]);
+        }
       }
     } else {
       for (NodeId r : reductions) {
@@ -1492,7 +1521,9 @@ class Emitter {
     if (roots.empty()) return;
     const std::vector<NodeId> nodes = element_nodes(roots);
     out_ << "  // "
-         << (final_pass ? std::string("Final pass: outputs and column partials.")
+         << (final_pass ? std::string(partials_before_barrier_
+                                          ? "Final pass: outputs."
+                                          : "Final pass: outputs and column partials.")
                         : "Pass for reduction phase " + std::to_string(phase) + ".")
          << "\n";
     for (NodeId r : reductions) {
@@ -1573,7 +1604,32 @@ class Emitter {
     if (final_pass) return;
     emit_lane_folds(reductions);
     emit_centering_pass(reductions);
-    emit_row_reduction(reductions, lp_.reduction_phases[phase]);
+    emit_row_reduction(reductions, lp_.reduction_phases[phase],
+                       phase + 1 == static_cast<int>(lp_.reduction_phases.size()));
+  }
+
+  // The column partial sums of a row block, added while its warps wait to combine their last
+  // totals (adds_partials_before_row_barrier): the final pass then only writes the outputs.
+  void emit_column_partials_pass() {
+    std::vector<NodeId> column_sums, roots;
+    for (NodeId r : lp_.cross_row_reductions) {
+      if (!ir::varies_along_row(g_.node(r).shape)) continue;
+      column_sums.push_back(r);
+      roots.push_back(g_.node(r).args[0]);
+    }
+    const std::vector<NodeId> nodes = element_nodes(roots);
+    out_ << "    // Column partials, while the other warps catch up.\n"
+         << "#pragma unroll\n  for (int it = 0; it < ITERS; ++it) {\n"
+         << "    [[maybe_unused]] const int c0 = " << chunk_column() << ";\n"
+         << "    if (" << chunk_in_row() << ") {\n";
+    emit_chunk_loads(nodes, false);
+    if (runs_ > 1) {
+      for (std::size_t k = 0; k < column_sums.size(); ++k)
+        out_ << "      float xp" << k << "[XW];\n";
+    }
+    out_ << "#pragma unroll\n      for (int v = 0; v < VEC; ++v) {\n";
+    emit_element_statements(nodes, {}, column_sums, {}, false);
+    out_ << "      }\n    }\n  }\n";
   }
 
   // The statements of a pass for column c0 + v: the element values, the reductions' and the
@@ -1898,7 +1954,8 @@ class Emitter {
 
   // Combines the accumulators of a phase's `reductions` across the row, then defines every
   // reduction of the phase. A pipelined kernel's pass stops at pushing them to the cluster.
-  void emit_row_reduction(const std::vector<NodeId>& reductions, const std::vector<NodeId>& phase) {
+  void emit_row_reduction(const std::vector<NodeId>& reductions, const std::vector<NodeId>& phase,
+                          bool last_phase) {
     const int width = std::min(spec_.config.threads_per_row, 32);
     if (clustered_) emit_load_pin(LoadPin::early);
     for (NodeId r : reductions) {
@@ -1928,7 +1985,9 @@ class Emitter {
         }
         offset += state_floats(g_.node(r));
       }
-      out_ << "    }\n    __syncthreads();\n";
+      out_ << "    }\n";
+      if (partials_before_barrier_ && last_phase) emit_column_partials_pass();
+      out_ << "    __syncthreads();\n";
       offset = 0;
       for (NodeId r : reductions) {
         out_ << "    acc" << r << " = "
@@ -2400,7 +2459,8 @@ class Emitter {
   // The raw chunk arrays the passes unpack (in<i><suffix>): a pipelined kernel's two row
   // blocks use their own.
   std::string raw_suffix_ = "_raw";
-  bool defer_exchange_ = false;  // a pass ends at pushing its totals to the cluster
+  bool defer_exchange_ = false;           // a pass ends at pushing its totals to the cluster
+  bool partials_before_barrier_ = false;  // adds_partials_before_row_barrier
   std::ostringstream out_;
 };
 

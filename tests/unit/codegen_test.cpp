@@ -784,6 +784,31 @@ TEST_CASE(
   CHECK_FALSE(contains(finish, "tn_columns_floats"));
 }
 
+TEST_CASE("codegen: one-CTA backwards add their column partials while the warps meet") {
+  const auto source = [](const std::string& kernel, const KernelConfig& cfg,
+                         std::int64_t n = 16384) {
+    return tilenorm::generate_cuda(lowered(kernel), {DType::bf16, DType::bf16, n, cfg}).source;
+  };
+  const std::string marker = "Column partials, while the other warps catch up.";
+  // LayerNorm's saved backward on 256 threads: the partial sums (terms of the saved statistics
+  // only) sit between the warps' writes of their totals and the barrier, not in the final pass.
+  const std::string saved = source("layer_norm_backward", config(256, 1, 8, RowStorage::staged));
+  REQUIRE(contains(saved, marker));
+  CHECK(saved.find(marker) < saved.find("__syncthreads();", saved.find(marker)));
+  REQUIRE(contains(saved, "Final pass: outputs."));
+  CHECK(saved.find(marker) < saved.find("Final pass: outputs."));
+  CHECK_FALSE(contains(saved.substr(saved.find("Final pass: outputs.")), "tn::add_run<XW>"));
+  // RMSNorm's recompute: dW's term needs the row's rstd, a reduction of the one phase.
+  CHECK_FALSE(contains(
+      source("rms_norm_backward_recompute", config(256, 1, 8, RowStorage::prefetched)), marker));
+  // One warp per row has no barrier to meet at; a cluster keeps its partials in the final pass.
+  CHECK_FALSE(contains(source("layer_norm_backward", config(32, 8, 8, RowStorage::registers), 1024),
+                       marker));
+  KernelConfig clustered = config(128, 4, 8, RowStorage::prefetched);
+  clustered.ctas_per_row = 8;
+  CHECK_FALSE(contains(source("layer_norm_backward", clustered), marker));
+}
+
 TEST_CASE("codegen: a CTA combines its row groups before writing partials when they fit") {
   const auto program = lowered("rms_norm_backward");
   struct Case {
