@@ -2173,11 +2173,13 @@ class Emitter {
 
   // The statement that writes a chunk's partial sums `totals` at column c0 of workspace row
   // `row`: in pairs of lanes that fill whole sectors (store_totals_paired) where every chunk lies
-  // inside the row, chunks are 8 columns and `whole_warps` (every lane of a warp runs it),
-  // else in 16-byte stores where N allows (store_totals).
+  // inside the row, chunks are 8 columns, lanes l and l ^ 1 hold neighbouring chunks of the same
+  // row (two threads per row at least) and `whole_warps` (every lane of a warp runs it), else in
+  // 16-byte stores where N allows (store_totals).
   std::string partial_row_store(const std::string& row, const std::string& totals,
                                 bool whole_warps) const {
-    if (covers_row_exactly() && spec_.config.vec == 8 && whole_warps)
+    if (covers_row_exactly() && spec_.config.vec == 8 && spec_.config.threads_per_row >= 2 &&
+        whole_warps)
       return "tn::store_totals_paired<N>(" + row + ", c0, " + totals + ", lane & 1);";
     return "tn::store_totals<VEC, N>(" + row + ", c0, " + totals + ");";
   }
