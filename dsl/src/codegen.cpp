@@ -2110,7 +2110,8 @@ class Emitter {
                  << "          for (int g = 0; g < RPC; ++g) totals[v] += " << group_slot << ";\n"
                  << "        }\n"
                  << "        "
-                 << partial_row_store(row_start, "totals", spec_.config.threads_per_row >= 32)
+                 << partial_row_store("dst + " + row_start, "totals",
+                                      spec_.config.threads_per_row >= 32)
                  << "\n"
                  << "      }\n";
           }
