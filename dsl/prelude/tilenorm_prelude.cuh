@@ -857,6 +857,30 @@ __device__ __forceinline__ void store_totals(float* row, int c0, const float* to
   }
 }
 
+// store_totals for a chunk of 8 columns whose neighbouring chunk (8 columns on) lane ^ 1 holds,
+// `odd` on the second lane of the pair: the pair trades half chunks by shuffle so that each of its
+// two 16-byte stores fills whole 32-byte sectors (store_totals fills each sector half by one
+// store and half by the next). Every lane of the warp takes part; the chunk lies inside the row.
+template <int N>
+__device__ __forceinline__ void store_totals_paired(float* row, int c0, const float* totals,
+                                                    bool odd) {
+  float traded[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i)
+    traded[i] = __shfl_xor_sync(0xffffffffu, odd ? totals[i] : totals[4 + i], 1);
+  float first[4], second[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    first[i] = odd ? traded[i] : totals[i];
+    second[i] = odd ? totals[4 + i] : traded[i];
+  }
+  // The pair's 16 columns start at the even lane's c0, a multiple of 16.
+  float4* pair = reinterpret_cast<float4*>(row + (c0 & ~15));
+  const int half = odd ? 1 : 0;
+  pair[half] = make_float4(first[0], first[1], first[2], first[3]);
+  pair[2 + half] = make_float4(second[0], second[1], second[2], second[3]);
+}
+
 // The fold_* functions. On sm_90 and later tilenorm_prelude_sm90.cuh defines them over the CTAs
 // of a thread-block cluster; before sm_90 a CTA folds alone.
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900

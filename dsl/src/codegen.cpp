@@ -2168,7 +2168,10 @@ class Emitter {
                  << "          totals[v] = 0.0f;\n"
                  << "          for (int g = 0; g < RPC; ++g) totals[v] += " << group_slot << ";\n"
                  << "        }\n"
-                 << "        tn::store_totals<VEC, N>(dst + " << row_start << ", c0, totals);\n"
+                 << "        "
+                 << partial_row_store("dst + " + row_start, "totals",
+                                      spec_.config.threads_per_row >= 32)
+                 << "\n"
                  << "      }\n";
           }
           emit_remainder_partials(r, [&](const std::string& column) {
@@ -2201,7 +2204,8 @@ class Emitter {
                  << "        if (" << column_in_row() << ") mine[c0 + v] = xacc" << r
                  << "[it][v];\n    }\n";
           } else {
-            out_ << "      tn::store_totals<VEC, N>(mine, c0, xacc" << r << "[it]);\n    }\n";
+            out_ << "      " << partial_row_store("mine", "xacc" + std::to_string(r) + "[it]", true)
+                 << "\n    }\n";
           }
           emit_remainder_partials(r,
                                   [](const std::string& column) { return "mine[" + column + "]"; });
@@ -2225,6 +2229,19 @@ class Emitter {
         ++scalar;
       }
     }
+  }
+
+  // The statement that writes a chunk's partial sums `totals` at column c0 of workspace row
+  // `row`: in pairs of lanes that fill whole sectors (store_totals_paired) where every chunk lies
+  // inside the row, chunks are 8 columns, lanes l and l ^ 1 hold neighbouring chunks of the same
+  // row (two threads per row at least) and `whole_warps` (every lane of a warp runs it), else in
+  // 16-byte stores where N allows (store_totals).
+  std::string partial_row_store(const std::string& row, const std::string& totals,
+                                bool whole_warps) const {
+    if (covers_row_exactly() && spec_.config.vec == 8 && spec_.config.threads_per_row >= 2 &&
+        whole_warps)
+      return "tn::store_totals_paired<N>(" + row + ", c0, " + totals + ", lane & 1);";
+    return "tn::store_totals<VEC, N>(" + row + ", c0, " + totals + ");";
   }
 
   // A peeled row's remainder columns of column partial sum r, into `target` (of a column).

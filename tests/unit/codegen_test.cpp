@@ -389,8 +389,14 @@ TEST_CASE("codegen: a cluster kernel with several rows per CTA exchanges their t
   CHECK(contains(kernel.source,
                  "const float* slots = tn_exchange_slots[buffer] + row_in_cta * 2 * CLUSTER;"));
   CHECK(contains(kernel.source, "for (int g = 0; g < RPC; ++g) totals[v] +="));
-  // Each chunk's totals leave in 16-byte vectors.
+  // Each chunk's totals leave in 16-byte vectors, lanes in pairs that fill whole sectors; a
+  // ragged row (chunks past N) keeps one lane's 16-byte stores.
   CHECK(contains(kernel.source,
+                 "tn::store_totals_paired<N>(dst + static_cast<long long>(tn_cluster) * N, c0, "
+                 "totals, lane & 1);"));
+  const auto ragged = tilenorm::generate_cuda(lowered("layer_norm_backward"),
+                                              {DType::bf16, DType::bf16, 65536 - 8, stacked});
+  CHECK(contains(ragged.source,
                  "tn::store_totals<VEC, N>(dst + static_cast<long long>(tn_cluster) "
                  "* N, c0, totals);"));
   // Row groups of four warps already meet at the barrier that combines their warps' totals
