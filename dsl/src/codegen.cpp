@@ -603,7 +603,6 @@ class Emitter {
     clustered_ = spec.config.ctas_per_row > 1;
     global_exchange_ = clustered_ && spec.global_exchange;
     persistent_ = persistent_kernel(lp, spec);
-    first_pass_reads_statistic_ = first_pass_reads_row_scalar_input(lp);
     pin_place_ = next_row_loads_pin(lp, spec);
     partials_before_barrier_ = adds_partials_before_row_barrier(lp, spec);
     block_index_ = clustered_ ? "tn_cluster" : "blockIdx.x";
@@ -1072,19 +1071,20 @@ class Emitter {
   bool pipelined() const { return storage_ == RowStorage::pipelined; }
 
   // A cluster kernel that fetches row blocks ahead copies their row-scalar inputs (a backward's
-  // saved statistics) with them, by cp.async into shared memory, where its first pass reads none
-  // of them (RMSNorm's rstd, read after the exchange: see first_pass_reads_row_scalar_input).
-  // Loaded at the row's start, they are waited for at their first use (SASS, fifty-second
-  // session). Fetched into registers instead, they pushed some kernels past their register
-  // budget; a copy into shared memory holds none. Each thread copies its own values (it waits
-  // only for its own copies), into two sets of slots that alternate by row block. Pipelined
-  // rows load them at the row's start, and so do kernels of one CTA per row (fetched ahead into
-  // registers there, they cost LayerNorm's bf16 backward at N = 128 six points on the H100,
-  // fifty-third session).
+  // saved statistics) with them, by cp.async into shared memory; LayerNorm's too, whose first
+  // pass reads the mean (waiting for the mean and rstd at the row's start was 7-12% of its
+  // stall samples on the H100, fifty-ninth session; with the pin after the warps' combine the
+  // copy lost there, fifty-third session: this is the copy with the rule's pin). Loaded at the
+  // row's start, they are waited for at their first use (SASS, fifty-second session). Fetched into
+  // registers instead, they pushed some kernels past their register budget; a copy into shared
+  // memory holds none. Each thread copies its own values (it waits only for its own copies), into
+  // two sets of slots that alternate by row block. Pipelined rows load them at the row's start, and
+  // so do kernels of one CTA per row (fetched ahead into registers there, they cost LayerNorm's
+  // bf16 backward at N = 128 six points on the H100, fifty-third session).
   bool fetches_row_scalar(std::size_t slot) const {
     const ir::Slot& s = p_.slots[slot];
     return clustered_ && fetches_ahead(storage_) && !pipelined() && s.role == ir::Role::read &&
-           s.shape == Shape::row_scalar && !first_pass_reads_statistic_;
+           s.shape == Shape::row_scalar;
   }
   bool fetches_any_row_scalar() const {
     for (std::size_t i = 0; i < p_.slots.size(); ++i)
@@ -2456,10 +2456,9 @@ class Emitter {
   RowStorage storage_;
   KernelPlan plan_;
   bool combine_ = false;
-  bool folds_ = false;       // column partial sums folded across a cluster (folds_partials)
-  bool persistent_ = false;  // loops over row blocks (persistent_kernel)
-  bool first_pass_reads_statistic_ = false;  // first_pass_reads_row_scalar_input
-  bool shared_partials_ = false;             // column partial sums in shared memory, not registers
+  bool folds_ = false;            // column partial sums folded across a cluster (folds_partials)
+  bool persistent_ = false;       // loops over row blocks (persistent_kernel)
+  bool shared_partials_ = false;  // column partial sums in shared memory, not registers
   int runs_ = 1;                  // their slots per shared-memory access (partial_run_width)
   bool column_stash_ = false;     // column parameters copied to shared memory once per CTA
   bool clustered_ = false;        // a cluster of CTAs splits each row

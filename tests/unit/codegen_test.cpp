@@ -1102,8 +1102,8 @@ TEST_CASE("codegen: RMSNorm's 16-bit recomputing cluster backward asks ptxas for
 
 TEST_CASE("codegen: cluster backwards copy their saved statistics with the row block") {
   // A statistic loaded at the row's start held up the next row block's loads; copied ahead
-  // into shared memory, it costs no register. Only where the first pass reads none: LayerNorm's
-  // saved backward, whose first pass reads the mean, keeps loading them at the row's start.
+  // into shared memory, it costs no register; LayerNorm's saved backward, whose first pass
+  // reads the mean, copies them too.
   const auto source = [](const char* name, std::int64_t n, int threads_per_row, int ctas,
                          RowStorage storage) {
     tilenorm::KernelConfig c = config(threads_per_row, 1, 8, storage);
@@ -1114,11 +1114,13 @@ TEST_CASE("codegen: cluster backwards copy their saved statistics with the row b
   CHECK(contains(clustered, "p_rstd, fetch_row, fetch_valid);"));
   CHECK_FALSE(contains(clustered, "p_rstd[row]"));
   CHECK(contains(clustered, "tn::wait_async_copies();\n  const float rs"));
-  // LayerNorm's saved backward, one CTA per row, and pipelined rows load them at the row's
-  // start.
+  const std::string layer_norm =
+      source("layer_norm_backward", 65536, 128, 16, RowStorage::prefetched);
+  CHECK(contains(layer_norm, "p_mean, fetch_row, fetch_valid);"));
+  CHECK_FALSE(contains(layer_norm, "p_mean[row]"));
+  // One CTA per row, and pipelined rows, load them at the row's start.
   for (const std::string& other :
-       {source("layer_norm_backward", 65536, 128, 16, RowStorage::prefetched),
-        source("rms_norm_backward", 4096, 128, 1, RowStorage::prefetched),
+       {source("rms_norm_backward", 4096, 128, 1, RowStorage::prefetched),
         source("rms_norm_backward", 65536, 128, 16, RowStorage::pipelined)}) {
     CHECK(contains(other, "(row_valid ? p_rstd[row] : 0.0f)"));
     CHECK_FALSE(contains(other, "copy_scalar_async(&"));
