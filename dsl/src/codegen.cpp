@@ -603,6 +603,7 @@ class Emitter {
     clustered_ = spec.config.ctas_per_row > 1;
     global_exchange_ = clustered_ && spec.global_exchange;
     persistent_ = persistent_kernel(lp, spec);
+    first_pass_reads_statistic_ = first_pass_reads_row_scalar_input(lp);
     pin_place_ = next_row_loads_pin(lp, spec);
     partials_before_barrier_ = adds_partials_before_row_barrier(lp, spec);
     block_index_ = clustered_ ? "tn_cluster" : "blockIdx.x";
@@ -1084,7 +1085,8 @@ class Emitter {
   bool fetches_row_scalar(std::size_t slot) const {
     const ir::Slot& s = p_.slots[slot];
     return clustered_ && fetches_ahead(storage_) && !pipelined() && s.role == ir::Role::read &&
-           s.shape == Shape::row_scalar;
+           s.shape == Shape::row_scalar &&
+           (!first_pass_reads_statistic_ || spec_.config.rows_per_cta >= 2);
   }
   bool fetches_any_row_scalar() const {
     for (std::size_t i = 0; i < p_.slots.size(); ++i)
@@ -2456,9 +2458,10 @@ class Emitter {
   RowStorage storage_;
   KernelPlan plan_;
   bool combine_ = false;
-  bool folds_ = false;            // column partial sums folded across a cluster (folds_partials)
-  bool persistent_ = false;       // loops over row blocks (persistent_kernel)
-  bool shared_partials_ = false;  // column partial sums in shared memory, not registers
+  bool folds_ = false;       // column partial sums folded across a cluster (folds_partials)
+  bool persistent_ = false;  // loops over row blocks (persistent_kernel)
+  bool first_pass_reads_statistic_ = false;  // first_pass_reads_row_scalar_input
+  bool shared_partials_ = false;             // column partial sums in shared memory, not registers
   int runs_ = 1;                  // their slots per shared-memory access (partial_run_width)
   bool column_stash_ = false;     // column parameters copied to shared memory once per CTA
   bool clustered_ = false;        // a cluster of CTAs splits each row

@@ -1105,8 +1105,8 @@ TEST_CASE("codegen: cluster backwards copy their saved statistics with the row b
   // into shared memory, it costs no register; LayerNorm's saved backward, whose first pass
   // reads the mean, copies them too.
   const auto source = [](const char* name, std::int64_t n, int threads_per_row, int ctas,
-                         RowStorage storage) {
-    tilenorm::KernelConfig c = config(threads_per_row, 1, 8, storage);
+                         RowStorage storage, int rows_per_cta = 1) {
+    tilenorm::KernelConfig c = config(threads_per_row, rows_per_cta, 8, storage);
     c.ctas_per_row = ctas;
     return tilenorm::generate_cuda(lowered(name), {DType::bf16, DType::bf16, n, c}).source;
   };
@@ -1114,10 +1114,14 @@ TEST_CASE("codegen: cluster backwards copy their saved statistics with the row b
   CHECK(contains(clustered, "p_rstd, fetch_row, fetch_valid);"));
   CHECK_FALSE(contains(clustered, "p_rstd[row]"));
   CHECK(contains(clustered, "tn::wait_async_copies();\n  const float rs"));
+  // LayerNorm's first pass reads the mean: copied ahead with several rows per CTA only.
   const std::string layer_norm =
-      source("layer_norm_backward", 65536, 128, 16, RowStorage::prefetched);
+      source("layer_norm_backward", 65536, 128, 16, RowStorage::prefetched, 2);
   CHECK(contains(layer_norm, "p_mean, fetch_row, fetch_valid);"));
   CHECK_FALSE(contains(layer_norm, "p_mean[row]"));
+  const std::string one_row = source("layer_norm_backward", 65536, 128, 16, RowStorage::prefetched);
+  CHECK(contains(one_row, "p_mean[row]"));
+  CHECK_FALSE(contains(one_row, "p_mean, fetch_row, fetch_valid);"));
   // One CTA per row, and pipelined rows, load them at the row's start.
   for (const std::string& other :
        {source("rms_norm_backward", 4096, 128, 1, RowStorage::prefetched),
