@@ -1086,7 +1086,8 @@ class Emitter {
     const ir::Slot& s = p_.slots[slot];
     return clustered_ && fetches_ahead(storage_) && !pipelined() && s.role == ir::Role::read &&
            s.shape == Shape::row_scalar &&
-           (!first_pass_reads_statistic_ || spec_.config.rows_per_cta >= 2);
+           (!first_pass_reads_statistic_ ||
+            (spec_.config.rows_per_cta >= 2 && spec_.config.ctas_per_row == kMaxCtasPerRow));
   }
   bool fetches_any_row_scalar() const {
     for (std::size_t i = 0; i < p_.slots.size(); ++i)
