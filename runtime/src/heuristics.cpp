@@ -580,6 +580,21 @@ struct Rows {
                                 ctas,    kPinByRule};
       if (ctas <= limits.cluster_ctas && fits(config)) return config;
     }
+    // LayerNorm's aligned bf16 rows of kClusterRowVectors (N = 16384) take the configurations
+    // the tuner chose there once the partial rows left in 16-byte stores (fifty-ninth session):
+    // saved statistics on 8 x 64 threads x 4 rows, recomputing on 4 x 256 (sixtieth session,
+    // H100, tilenorm-tune --show-candidates, M = 4096, % of the copy ceiling: saved 93.1
+    // against 87.5 on one CTA of 512 threads, staged, and 85.3 on 256; recomputing 88.1 against
+    // 79.4 on 512, staged).
+    if (!software_clusters && two_column_sums && io_dtype == DType::bf16 && full_vectors &&
+        !peel_rows && chunks == kClusterRowVectors && limits.clusters() &&
+        limits.cluster_ctas >= 8) {
+      const KernelConfig config =
+          !recomputing_backward
+              ? KernelConfig{64, 4, vec, static_cast<int>(RowStorage::prefetched), 8, kPinByRule}
+              : KernelConfig{256, 1, vec, static_cast<int>(RowStorage::prefetched), 4, kPinByRule};
+      if (fits(config)) return config;
+    }
     const bool cluster_backward =
         persistent &&
         (chunks > kClusterRowVectors ||

@@ -436,7 +436,8 @@ TEST_CASE("backward: rows staged in shared memory (cp.async) match the interpret
 TEST_CASE("backward: under 99 KiB of shared memory per CTA, column partial sums in registers") {
   // The shared-memory limit of sm_86, sm_89 and sm_120, run on this GPU: LayerNorm's two column
   // partial sums at N = 16384 and RMSNorm's one at 32768 take 128 KiB in shared memory, so
-  // there they stay in registers (fit_shared_memory), and must still match.
+  // there they stay in registers (fit_shared_memory), and must still match. In fp16 and fp32:
+  // bf16 LayerNorm at N = 16384 takes a cluster whose partial sums fit the cap anyway.
   constexpr std::size_t kCap = 99 * 1024;
   tilenorm::Runtime capped(tilenorm::RuntimeOptions{
       .device = 0, .use_tuning_database = false, .shared_memory_per_block = kCap});
@@ -456,7 +457,7 @@ TEST_CASE("backward: under 99 KiB of shared memory per CTA, column partial sums 
   int in_registers = 0;
   for (const Case& c : cases) {
     const tilenorm::Norm norm = capped.load(c.program);
-    for (DType dtype : {DType::bf16, DType::f32}) {
+    for (DType dtype : {DType::f16, DType::f32}) {
       for (std::int64_t m : {3, 300}) {
         CAPTURE(c.program.name);
         CAPTURE(tilenorm::dtype_name(dtype));

@@ -1836,7 +1836,7 @@ TEST_CASE("codegen: the heuristic keeps rows in registers, then shared memory, t
   CHECK(backward_storage("layer_norm_backward", DType::bf16, 12345) == RowStorage::staged);
   CHECK(backward_storage("layer_norm_backward", DType::bf16, 8192) == RowStorage::staged);
   // Staged past four vectors per thread where the threads tile the row exactly (N = 5120 on
-  // 128 threads of five), not where the last vectors are ragged (N = 4104); a row of 2048
+  // 128 threads of five), not where the last vectors are ragged (N = 4104); an fp16 row of 2048
   // vectors (N = 16384) on 256 threads of eight, not a row of 1536 (fp16 N = 12288, 512 threads
   // of three, prefetched; bf16 takes a cluster of six, below). A row of 1280 vectors (N = 10240)
   // takes 512 threads too, not 256 staged with five vectors each, while a ragged one (N = 8200)
@@ -1865,25 +1865,38 @@ TEST_CASE("codegen: the heuristic keeps rows in registers, then shared memory, t
       {DType::bf16, 5120, 128, RowStorage::staged},
       {DType::f16, 10240, 512, RowStorage::prefetched},
       {DType::bf16, 8200, 256, RowStorage::registers},
-      {DType::bf16, 16384, 256, RowStorage::staged},
+      {DType::f16, 16384, 256, RowStorage::staged},
       {DType::bf16, 4104, 128, RowStorage::registers},
       {DType::f16, 12288, 512, RowStorage::prefetched},
   };
   check_one_cta_rows("layer_norm_backward", staging);
   CHECK(ln_backward_config(DType::bf16, DType::f32, 8192).threads_per_row == 512);
   // The recomputing one stages where four or five 16-bit vectors per thread tile the row (N =
-  // 5120 on 128 threads, a CTA each; 10240 on 256; 16384 on 512, not 256 of eight), and
+  // 5120 on 128 threads, a CTA each; 10240 on 256; fp16 16384 on 512, not 256 of eight), and
   // prefetches elsewhere: eight vectors per thread (fp16 N = 8192; bf16 takes a cluster),
   // ragged rows (N = 12288), fp32.
   const OneCtaRows recompute_staging[] = {
       {DType::bf16, 5120, 128, RowStorage::staged},
       {DType::f16, 10240, 256, RowStorage::staged},
-      {DType::bf16, 16384, 512, RowStorage::staged},
+      {DType::f16, 16384, 512, RowStorage::staged},
       {DType::f16, 8192, 128, RowStorage::prefetched},
       {DType::bf16, 12288, 256, RowStorage::prefetched},
       {DType::f32, 2560, 128, RowStorage::prefetched},
   };
   check_one_cta_rows("layer_norm_backward_recompute", recompute_staging);
+  // bf16 rows of 2048 vectors (N = 16384) take clusters, saved 8 x 64 x 4 rows, recomputing
+  // 4 x 256, prefetched.
+  for (const auto& [name, ctas, threads, rows] :
+       {std::tuple<const char*, int, int, int>{"layer_norm_backward", 8, 64, 4},
+        {"layer_norm_backward_recompute", 4, 256, 1}}) {
+    CAPTURE(name);
+    const KernelConfig config = tilenorm::heuristic_config(lowered(name), DType::bf16, DType::bf16,
+                                                           16384, tilenorm::DeviceLimits::hopper());
+    CHECK(config.ctas_per_row == ctas);
+    CHECK(config.threads_per_row == threads);
+    CHECK(config.rows_per_cta == rows);
+    CHECK(static_cast<RowStorage>(config.row_storage) == RowStorage::prefetched);
+  }
   // (RMSNorm's bf16 backward reading saved statistics takes a cluster at N = 8192.)
   for (const auto& [name, n] : {std::pair<const char*, std::int64_t>{"rms_norm_backward", 4096},
                                 {"layer_norm_backward_recompute", 4096}}) {
