@@ -1072,22 +1072,26 @@ class Emitter {
   bool pipelined() const { return storage_ == RowStorage::pipelined; }
 
   // A cluster kernel that fetches row blocks ahead copies their row-scalar inputs (a backward's
-  // saved statistics) with them, by cp.async into shared memory; LayerNorm's too, whose first
-  // pass reads the mean (waiting for the mean and rstd at the row's start was 7-12% of its
-  // stall samples on the H100, fifty-ninth session; with the pin after the warps' combine the
-  // copy lost there, fifty-third session: this is the copy with the rule's pin). Loaded at the
-  // row's start, they are waited for at their first use (SASS, fifty-second session). Fetched into
-  // registers instead, they pushed some kernels past their register budget; a copy into shared
-  // memory holds none. Each thread copies its own values (it waits only for its own copies), into
-  // two sets of slots that alternate by row block. Pipelined rows load them at the row's start, and
+  // saved statistics) with them, by cp.async into shared memory. Loaded at the row's start, they
+  // are waited for at their first use (SASS, fifty-second session). Fetched into registers
+  // instead, they pushed some kernels past their register budget; a copy into shared memory
+  // holds none. Each thread copies its own values (it waits only for its own copies), into two
+  // sets of slots that alternate by row block. Pipelined rows load them at the row's start, and
   // so do kernels of one CTA per row (fetched ahead into registers there, they cost LayerNorm's
   // bf16 backward at N = 128 six points on the H100, fifty-third session).
+  // Where the first pass reads one (LayerNorm's mean; waiting for it at the row's start was 7-12%
+  // of the H100's stall samples, fifty-ninth session), only bf16 rows, two or more per CTA, on
+  // clusters of 16 copy them (sixtieth session, H100, the benchmark against loading them at the
+  // row's start, points of the copy ceiling: bf16 LayerNorm N = 65536 +1.7 to +2.0, 131072 +1.5
+  // to +2.2, without bias 32768 +2.7; with one row per CTA 262144 -5.8, on clusters of 8 LayerNorm
+  // 8192 -5.4 and without bias 16384 -4.5 to -5.8; fp32 LayerNorm 65536 -3.2, without bias -5.0).
   bool fetches_row_scalar(std::size_t slot) const {
     const ir::Slot& s = p_.slots[slot];
     return clustered_ && fetches_ahead(storage_) && !pipelined() && s.role == ir::Role::read &&
            s.shape == Shape::row_scalar &&
            (!first_pass_reads_statistic_ ||
-            (spec_.config.rows_per_cta >= 2 && spec_.config.ctas_per_row == kMaxCtasPerRow));
+            (spec_.io_dtype == DType::bf16 && spec_.config.rows_per_cta >= 2 &&
+             spec_.config.ctas_per_row == kMaxCtasPerRow));
   }
   bool fetches_any_row_scalar() const {
     for (std::size_t i = 0; i < p_.slots.size(); ++i)

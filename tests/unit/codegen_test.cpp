@@ -1114,14 +1114,23 @@ TEST_CASE("codegen: cluster backwards copy their saved statistics with the row b
   CHECK(contains(clustered, "p_rstd, fetch_row, fetch_valid);"));
   CHECK_FALSE(contains(clustered, "p_rstd[row]"));
   CHECK(contains(clustered, "tn::wait_async_copies();\n  const float rs"));
-  // LayerNorm's first pass reads the mean: copied ahead with several rows per CTA only.
+  // LayerNorm's first pass reads the mean: copied ahead by bf16 rows, two or more per CTA, on
+  // clusters of 16 only; not with one row per CTA, on smaller clusters, or for fp32 rows.
   const std::string layer_norm =
       source("layer_norm_backward", 65536, 128, 16, RowStorage::prefetched, 2);
   CHECK(contains(layer_norm, "p_mean, fetch_row, fetch_valid);"));
   CHECK_FALSE(contains(layer_norm, "p_mean[row]"));
-  const std::string one_row = source("layer_norm_backward", 65536, 128, 16, RowStorage::prefetched);
-  CHECK(contains(one_row, "p_mean[row]"));
-  CHECK_FALSE(contains(one_row, "p_mean, fetch_row, fetch_valid);"));
+  tilenorm::KernelConfig fp32_config = config(128, 2, 4, RowStorage::prefetched);
+  fp32_config.ctas_per_row = 16;
+  for (const std::string& other :
+       {source("layer_norm_backward", 65536, 128, 16, RowStorage::prefetched),
+        source("layer_norm_backward", 32768, 128, 8, RowStorage::prefetched, 2),
+        tilenorm::generate_cuda(lowered("layer_norm_backward"),
+                                {DType::f32, DType::f32, 65536, fp32_config})
+            .source}) {
+    CHECK(contains(other, "p_mean[row]"));
+    CHECK_FALSE(contains(other, "p_mean, fetch_row, fetch_valid);"));
+  }
   // One CTA per row, and pipelined rows, load them at the row's start.
   for (const std::string& other :
        {source("rms_norm_backward", 4096, 128, 1, RowStorage::prefetched),
