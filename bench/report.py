@@ -375,7 +375,58 @@ def baseline_table(tilenorm, ours, baseline_document, baseline):
     return lines
 
 
-def markdown(tilenorm, torch, heuristic=None, baseline=None):
+def variants_table(tilenorm, ours, variants):
+    """Several trees' runs (scripts/device-run variants) against this one in one table: each
+    shape's % of this run's ceiling, then each variant's points (its % of its own run's ceiling
+    minus this run's), and a summary per variant."""
+    keys = sorted(set(ours).intersection(*(rows for _, _, rows in variants)), key=sort_key)
+    if not keys:
+        return []
+    names = [name for name, _, _ in variants]
+    lines = ["## variants against this run", "",
+             "Each variant's % of its own run's copy ceiling minus this run's, shape by shape "
+             "(shapes every run timed).", "", ceiling_line("this run", tilenorm)]
+    lines += [ceiling_line(f"variant {name}", document) for name, document, _ in variants]
+    lines += [f"- **Warning:** {field} differs: this run {tilenorm.get(field)!r}, variant "
+              f"{name} {document.get(field)!r}."
+              for name, document, _ in variants for field in ("device", "dtype", "elements")
+              if tilenorm.get(field) != document.get(field)]
+    lines += ["", "| op | pass | N | M | % | " + " | ".join(names) + " | config |",
+              "|---|---|---:|---:|---:|" + "---:|" * len(names) + "---|"]
+    changes = {name: [] for name in names}
+    for key in keys:
+        op, pass_name, m, n, _ = key
+        mine = ours[key]
+        cells = []
+        for name, _, rows in variants:
+            points, cell = paired_cell(
+                rows[key], mine,
+                lambda row, base: row["percent_of_ceiling"] - base["percent_of_ceiling"],
+                points_text)
+            if points is not None:
+                changes[name].append((points, key))
+            if rows[key].get("config_text") != mine.get("config_text"):
+                cell += " †"
+            cells.append(cell)
+        lines.append(f"| {op} | {pass_name} | {n} | {m} | {percent_cell(mine)} | "
+                     f"{' | '.join(cells)} | {config_cell(mine)} |")
+    lines += ["", "† the variant ran another configuration than this run's.", ""]
+    for name in names:
+        found = changes[name]
+        up = sum(points > 1.0 for points, _ in found)
+        down = sum(points < -1.0 for points, _ in found)
+        line = (f"- {name}: of {len(found)} shapes timed the same way, {up} more than a point "
+                f"faster, {down} more than a point slower")
+        if found:
+            (lowest, low_key), (highest, high_key) = min(found), max(found)
+            line += (f"; largest gain {points_text(highest)} ({high_key[0]} {high_key[1]} "
+                     f"{shape_text(high_key)}), largest loss {points_text(lowest)} "
+                     f"({low_key[0]} {low_key[1]} {shape_text(low_key)})")
+        lines.append(line + ".")
+    return lines
+
+
+def markdown(tilenorm, torch, heuristic=None, baseline=None, variants=()):
     ours = rows_by_key(tilenorm)
     eager = rows_by_key(torch, "eager")
     compiled = rows_by_key(torch, "compile")
@@ -431,8 +482,11 @@ def markdown(tilenorm, torch, heuristic=None, baseline=None):
         lines += [""] + untuned
     if baseline is not None:
         lines += [""] + baseline_table(tilenorm, ours, baseline, rows_by_key(baseline))
+    if variants:
+        runs_by_key = [(name, document, rows_by_key(document)) for name, document in variants]
+        lines += [""] + variants_table(tilenorm, ours, runs_by_key)
     runs = (("tilenorm", tilenorm), ("torch", torch), ("heuristic", heuristic),
-            ("baseline", baseline))
+            ("baseline", baseline), *((f"variant {name}", document) for name, document in variants))
     failures = [(row, run) for run, document in runs if document is not None
                 for row in document["rows"] if "error" in row]
     if failures:
@@ -501,6 +555,10 @@ def main():
     parser.add_argument("--baseline", metavar="PATH",
                         help="tilenorm-bench --json output of an older tree on the same shapes "
                         "(scripts/device-run baseline), compared with --tilenorm's")
+    parser.add_argument("--variant", action="append", default=[], metavar="NAME=PATH",
+                        help="tilenorm-bench --json output of another tree on the same shapes "
+                        "(scripts/device-run variants); repeat for several: one table of each "
+                        "one's points against --tilenorm's")
     parser.add_argument("--markdown", metavar="PATH", help="also write the table to PATH")
     parser.add_argument("--plot", metavar="PATH",
                         help="write a PNG plot to PATH (needs matplotlib)")
@@ -508,14 +566,19 @@ def main():
                         help="refuse (exit 1, nothing written) when a tilenorm row and the "
                         "PyTorch row of the same shape were timed by different methods")
     args = parser.parse_args()
+    variant_paths = [spec.partition("=")[::2] for spec in args.variant]
+    for spec, (name, path) in zip(args.variant, variant_paths):
+        if not (name and path and "=" in spec):
+            parser.error(f"--variant takes NAME=PATH, got {spec!r}")
     try:
         tilenorm = load(args.tilenorm)
         torch = load(args.torch) if args.torch else None
         heuristic = load(args.heuristic) if args.heuristic else None
         baseline = load(args.baseline) if args.baseline else None
+        variants = [(name, load(path)) for name, path in variant_paths]
         mixed = mixed_timing(rows_by_key(tilenorm), {impl: rows_by_key(torch, impl)
                                                      for impl in ("eager", "compile")})
-        text = markdown(tilenorm, torch, heuristic, baseline)
+        text = markdown(tilenorm, torch, heuristic, baseline, variants)
     except (OSError, ValueError, KeyError, TypeError) as error:
         print(f"report.py: cannot read the results: {type(error).__name__}: {error}",
               file=sys.stderr)

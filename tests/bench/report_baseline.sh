@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # bench/report.py --baseline: this tree's run against an older tree's, shape by shape, with the
-# change in points, the configurations that differ, and a summary. Two tilenorm-bench JSON
-# documents written here stand in for a device run. Exit 77 (skipped) without python3.
+# change in points, the configurations that differ, and a summary; and --variant: several trees'
+# runs against this one in one table. tilenorm-bench JSON documents written here stand in for
+# device runs. Exit 77 (skipped) without python3.
 source "$(dirname "$0")/report_test_setup.sh"
 
 # document FILE DEVICE ROWS: a tilenorm-bench document with a 4.0 TB/s ceiling.
@@ -55,4 +56,25 @@ grep -qF -- "- rms_norm forward baseline 16384x4096: launch failed" "$work/faile
 # Without --baseline there is no such table.
 python3 "$report" --tilenorm "$work/new.json" >"$work/plain.md"
 ! grep -q "against the baseline" "$work/plain.md" || fail "a baseline table without --baseline"
-echo "report.py --baseline: ok"
+# --variant NAME=PATH, twice: one table, a column of points per variant, a summary line each.
+python3 "$report" --tilenorm "$work/new.json" --variant "before=$work/old.json" \
+  --variant "same=$work/new.json" --markdown "$work/variants.md" >/dev/null
+grep -q "^## variants against this run" "$work/variants.md" || fail "no variants table"
+grep -qF "| op | pass | N | M | % | before | same | config |" "$work/variants.md" ||
+  fail "the header: $(grep '^| op' "$work/variants.md")"
+# The old tree ran the 262144 row 17.5 points slower, in another configuration (†).
+grep -qF "| layer_norm | backward | 262144 | 256 | 80.0% | -17.5 † | +0.0 | b, heuristic |" \
+  "$work/variants.md" || fail "the 262144 row: $(grep 'backward | 262144' "$work/variants.md")"
+grep -qF "| layer_norm | backward | 4096 | 16384 | 90.0% | -0.3 | +0.0 | a, heuristic |" \
+  "$work/variants.md" || fail "the 4096 row: $(grep 'backward | 4096' "$work/variants.md")"
+grep -qF -- "- before: of 3 shapes timed the same way, 0 more than a point faster, 1 more than a point slower; largest gain +0.0 (rms_norm recompute 256x262144), largest loss -17.5 (layer_norm backward 256x262144)." \
+  "$work/variants.md" || fail "the summary: $(grep '^- before' "$work/variants.md")"
+grep -qF -- "- same: of 3 shapes timed the same way, 0 more than a point faster, 0 more than a point slower" \
+  "$work/variants.md" || fail "the second summary: $(grep '^- same' "$work/variants.md")"
+# A variant without NAME= is a usage error that names the argument.
+if python3 "$report" --tilenorm "$work/new.json" --variant "$work/old.json" 2>"$work/bad.txt"; then
+  fail "--variant without a name was accepted"
+fi
+grep -qF -- "--variant takes NAME=PATH, got '$work/old.json'" "$work/bad.txt" ||
+  fail "the error: $(cat "$work/bad.txt")"
+echo "report.py --baseline and --variant: ok"
