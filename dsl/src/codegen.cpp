@@ -227,10 +227,13 @@ bool sinks_prefetches(const LoweredProgram& lp, const KernelSpec& spec) {
 // catches up. Measured on the H100 (fifty-ninth session, bf16, against the final pass): the
 // LayerNorm backward at N = 16384 (staged, 256 threads) 85.2 -> 90.2%, RMSNorm's at 4096 +1.1,
 // its recompute at 16384 +1.5. Not on clusters: there, between the push of the row totals and
-// the wait for the peers', it lost 0.6-1.2 points at N = 32768-262144.
+// the wait for the peers', it lost 0.6-1.2 points at N = 32768-262144. bf16 rows only: the only
+// ones measured against the final pass; with it, fp32 LayerNorm's backward at N = 8192 read
+// 92.0-92.4% (sixtieth session) where the fifty-ninth had read 94.2% without it.
 bool adds_partials_before_row_barrier(const LoweredProgram& lp, const KernelSpec& spec) {
   const auto storage = static_cast<RowStorage>(spec.config.row_storage);
-  if (spec.config.ctas_per_row != 1 || spec.config.threads_per_row <= 32 || spec.peel_rows ||
+  if (spec.io_dtype != DType::bf16 || spec.config.ctas_per_row != 1 ||
+      spec.config.threads_per_row <= 32 || spec.peel_rows ||
       (storage != RowStorage::prefetched && storage != RowStorage::registers &&
        storage != RowStorage::staged) ||
       plan_kernels(lp).column_partials == 0 || lp.reduction_phases.empty())
