@@ -331,6 +331,35 @@ def points_text(points):
     return f"{round(points, 1) or 0.0:+.1f}"
 
 
+def points_between(row, base):
+    """Points of the copy ceiling from base to row, each against its own run's ceiling."""
+    return row["percent_of_ceiling"] - base["percent_of_ceiling"]
+
+
+def differs_warnings(tilenorm, label, document):
+    """A warning line per run field (device, dtype, elements) in which `document` (`label`)
+    differs from this run."""
+    return [f"- **Warning:** {field} differs: this run {tilenorm.get(field)!r}, {label} "
+            f"{document.get(field)!r}."
+            for field in ("device", "dtype", "elements")
+            if tilenorm.get(field) != document.get(field)]
+
+
+def changes_summary(changes):
+    """How many of the (points, key) changes moved more than a point either way, and the largest
+    gain and loss."""
+    up = sum(points > 1.0 for points, _ in changes)
+    down = sum(points < -1.0 for points, _ in changes)
+    text = (f"Of {len(changes)} shapes timed the same way: {up} more than a point faster, "
+            f"{down} more than a point slower.")
+    if changes:
+        (lowest, low_key), (highest, high_key) = min(changes), max(changes)
+        text += (f" Largest gain {points_text(highest)} ({high_key[0]} {high_key[1]} "
+                 f"{shape_text(high_key)}), largest loss {points_text(lowest)} ({low_key[0]} "
+                 f"{low_key[1]} {shape_text(low_key)}).")
+    return text
+
+
 def baseline_table(tilenorm, ours, baseline_document, baseline):
     """Each shape of this run against the same shape of the baseline's run (an older tree's
     tilenorm-bench in the same device call), by time and by % of each run's own copy ceiling."""
@@ -342,19 +371,14 @@ def baseline_table(tilenorm, ours, baseline_document, baseline):
              "`scripts/device-run baseline`), shape by shape; each % is of its own run's copy "
              "ceiling, and points are this run's % minus the baseline's.", "",
              ceiling_line("this run", tilenorm), ceiling_line("baseline", baseline_document)]
-    lines += [f"- **Warning:** {field} differs: this run {tilenorm.get(field)!r}, baseline "
-              f"{baseline_document.get(field)!r}."
-              for field in ("device", "dtype", "elements")
-              if tilenorm.get(field) != baseline_document.get(field)]
+    lines += differs_warnings(tilenorm, "baseline", baseline_document)
     lines += ["", "| op | pass | N | M | baseline µs | baseline % | µs | % | points | config |",
               "|---|---|---:|---:|---:|---:|---:|---:|---:|---|"]
     changes = []
     for key in keys:
         op, pass_name, m, n, _ = key
         mine, before = ours[key], baseline[key]
-        points, cell = paired_cell(
-            mine, before, lambda row, base: row["percent_of_ceiling"] - base["percent_of_ceiling"],
-            points_text)
+        points, cell = paired_cell(mine, before, points_between, points_text)
         if points is not None:
             changes.append((points, key))
         config = config_cell(mine)
@@ -363,16 +387,7 @@ def baseline_table(tilenorm, ours, baseline_document, baseline):
         lines.append(f"| {op} | {pass_name} | {n} | {m} | {us_cell(before)} "
                      f"| {percent_cell(before)} | {us_cell(mine)} | {percent_cell(mine)} "
                      f"| {cell} | {config} |")
-    up = sum(points > 1.0 for points, _ in changes)
-    down = sum(points < -1.0 for points, _ in changes)
-    lines += ["", f"Of {len(changes)} shapes timed the same way: {up} more than a point faster, "
-              f"{down} more than a point slower."]
-    if changes:
-        (lowest, low_key), (highest, high_key) = min(changes), max(changes)
-        lines[-1] += (f" Largest gain {points_text(highest)} ({high_key[0]} {high_key[1]} "
-                      f"{shape_text(high_key)}), largest loss {points_text(lowest)} ({low_key[0]} "
-                      f"{low_key[1]} {shape_text(low_key)}).")
-    return lines
+    return lines + ["", changes_summary(changes)]
 
 
 def variants_table(tilenorm, ours, variants):
@@ -387,10 +402,8 @@ def variants_table(tilenorm, ours, variants):
              "Each variant's % of its own run's copy ceiling minus this run's, shape by shape "
              "(shapes every run timed).", "", ceiling_line("this run", tilenorm)]
     lines += [ceiling_line(f"variant {name}", document) for name, document, _ in variants]
-    lines += [f"- **Warning:** {field} differs: this run {tilenorm.get(field)!r}, variant "
-              f"{name} {document.get(field)!r}."
-              for name, document, _ in variants for field in ("device", "dtype", "elements")
-              if tilenorm.get(field) != document.get(field)]
+    for name, document, _ in variants:
+        lines += differs_warnings(tilenorm, f"variant {name}", document)
     lines += ["", "| op | pass | N | M | % | " + " | ".join(names) + " | config |",
               "|---|---|---:|---:|---:|" + "---:|" * len(names) + "---|"]
     changes = {name: [] for name in names}
@@ -399,10 +412,7 @@ def variants_table(tilenorm, ours, variants):
         mine = ours[key]
         cells = []
         for name, _, rows in variants:
-            points, cell = paired_cell(
-                rows[key], mine,
-                lambda row, base: row["percent_of_ceiling"] - base["percent_of_ceiling"],
-                points_text)
+            points, cell = paired_cell(rows[key], mine, points_between, points_text)
             if points is not None:
                 changes[name].append((points, key))
             if rows[key].get("config_text") != mine.get("config_text"):
@@ -411,19 +421,7 @@ def variants_table(tilenorm, ours, variants):
         lines.append(f"| {op} | {pass_name} | {n} | {m} | {percent_cell(mine)} | "
                      f"{' | '.join(cells)} | {config_cell(mine)} |")
     lines += ["", "† the variant ran another configuration than this run's.", ""]
-    for name in names:
-        found = changes[name]
-        up = sum(points > 1.0 for points, _ in found)
-        down = sum(points < -1.0 for points, _ in found)
-        line = (f"- {name}: of {len(found)} shapes timed the same way, {up} more than a point "
-                f"faster, {down} more than a point slower")
-        if found:
-            (lowest, low_key), (highest, high_key) = min(found), max(found)
-            line += (f"; largest gain {points_text(highest)} ({high_key[0]} {high_key[1]} "
-                     f"{shape_text(high_key)}), largest loss {points_text(lowest)} "
-                     f"({low_key[0]} {low_key[1]} {shape_text(low_key)})")
-        lines.append(line + ".")
-    return lines
+    return lines + [f"- {name}: {changes_summary(changes[name])}" for name in names]
 
 
 def markdown(tilenorm, torch, heuristic=None, baseline=None, variants=()):

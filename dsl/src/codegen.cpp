@@ -1516,13 +1516,7 @@ class Emitter {
           roots.push_back(s.value);
         }
       }
-      if (!partials_before_barrier_) {
-        for (NodeId r : lp_.cross_row_reductions) {
-          if (!ir::varies_along_row(g_.node(r).shape)) continue;
-          column_sums.push_back(r);
-          roots.push_back(g_.node(r).args[0]);
-        }
-      }
+      if (!partials_before_barrier_) add_column_sums(column_sums, roots);
     } else {
       for (NodeId r : reductions) {
         for (int i = 0; i < g_.node(r).arity; ++i) roots.push_back(g_.node(r).args[i]);
@@ -1618,15 +1612,21 @@ class Emitter {
                        phase + 1 == static_cast<int>(lp_.reduction_phases.size()));
   }
 
-  // The column partial sums of a row block, added while its warps wait to combine their last
-  // totals (adds_partials_before_row_barrier): the final pass then only writes the outputs.
-  void emit_column_partials_pass() {
-    std::vector<NodeId> column_sums, roots;
+  // The cross-row reductions that sum columns (dW, dB; not a scalar's), into `column_sums`, and
+  // the element values they add, into `roots`.
+  void add_column_sums(std::vector<NodeId>& column_sums, std::vector<NodeId>& roots) const {
     for (NodeId r : lp_.cross_row_reductions) {
       if (!ir::varies_along_row(g_.node(r).shape)) continue;
       column_sums.push_back(r);
       roots.push_back(g_.node(r).args[0]);
     }
+  }
+
+  // The column partial sums of a row block, added while its warps wait to combine their last
+  // totals (adds_partials_before_row_barrier): the final pass then only writes the outputs.
+  void emit_column_partials_pass() {
+    std::vector<NodeId> column_sums, roots;
+    add_column_sums(column_sums, roots);
     const std::vector<NodeId> nodes = element_nodes(roots);
     out_ << "    // Column partials, while the other warps catch up.\n"
          << "#pragma unroll\n  for (int it = 0; it < ITERS; ++it) {\n"

@@ -67,9 +67,9 @@ grep -qF "| layer_norm | backward | 262144 | 256 | 80.0% | -17.5 † | +0.0 | b,
   "$work/variants.md" || fail "the 262144 row: $(grep 'backward | 262144' "$work/variants.md")"
 grep -qF "| layer_norm | backward | 4096 | 16384 | 90.0% | -0.3 | +0.0 | a, heuristic |" \
   "$work/variants.md" || fail "the 4096 row: $(grep 'backward | 4096' "$work/variants.md")"
-grep -qF -- "- before: of 3 shapes timed the same way, 0 more than a point faster, 1 more than a point slower; largest gain +0.0 (rms_norm recompute 256x262144), largest loss -17.5 (layer_norm backward 256x262144)." \
+grep -qF -- "- before: Of 3 shapes timed the same way: 0 more than a point faster, 1 more than a point slower. Largest gain +0.0 (rms_norm recompute 256x262144), largest loss -17.5 (layer_norm backward 256x262144)." \
   "$work/variants.md" || fail "the summary: $(grep '^- before' "$work/variants.md")"
-grep -qF -- "- same: of 3 shapes timed the same way, 0 more than a point faster, 0 more than a point slower" \
+grep -qF -- "- same: Of 3 shapes timed the same way: 0 more than a point faster, 0 more than a point slower." \
   "$work/variants.md" || fail "the second summary: $(grep '^- same' "$work/variants.md")"
 # A variant without NAME= is a usage error that names the argument.
 if python3 "$report" --tilenorm "$work/new.json" --variant "$work/old.json" 2>"$work/bad.txt"; then
