@@ -232,7 +232,7 @@ bool sinks_prefetches(const LoweredProgram& lp, const KernelSpec& spec) {
 // 92.0-92.4% (sixtieth session) where the fifty-ninth had read 94.2% without it.
 bool adds_partials_before_row_barrier(const LoweredProgram& lp, const KernelSpec& spec) {
   const auto storage = static_cast<RowStorage>(spec.config.row_storage);
-  if (spec.io_dtype != DType::bf16 || spec.config.ctas_per_row != 1 ||
+  if (spec.io_dtype == DType::f32 || spec.config.ctas_per_row != 1 ||
       spec.config.threads_per_row <= 32 || spec.peel_rows ||
       (storage != RowStorage::prefetched && storage != RowStorage::registers &&
        storage != RowStorage::staged) ||

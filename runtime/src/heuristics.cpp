@@ -587,13 +587,21 @@ struct Rows {
     // against 87.5 on one CTA of 512 threads, staged, and 85.3 on 256; recomputing 88.1 against
     // 79.4 on 512, staged; the benchmark against the one-CTA rule in one call: 90.7 -> 94.7%,
     // 80.2 -> 88.1%). Not fp16 rows, unmeasured since they ran 64.9% there (above).
-    if (!software_clusters && two_column_sums && io_dtype == DType::bf16 && full_vectors &&
-        !peel_rows && chunks == kClusterRowVectors && limits.clusters() &&
-        limits.cluster_ctas >= 8) {
+    // Its recompute at kStackedClusterRowVectors (N = 8192) takes 4 x 128 x 2 rows (experiment:
+    // the same tuner run, M = 8192, 87.0% against 84.0% on the stacked cluster's 4 x 64 x 4).
+    const bool tuned_two_sum_rows = !software_clusters && two_column_sums &&
+                                    io_dtype == DType::bf16 && full_vectors && !peel_rows &&
+                                    limits.clusters() && limits.cluster_ctas >= 8;
+    if (tuned_two_sum_rows && chunks == kClusterRowVectors) {
       const KernelConfig config =
           !recomputing_backward
               ? KernelConfig{64, 4, vec, static_cast<int>(RowStorage::prefetched), 8, kPinByRule}
               : KernelConfig{256, 1, vec, static_cast<int>(RowStorage::prefetched), 4, kPinByRule};
+      if (fits(config)) return config;
+    }
+    if (tuned_two_sum_rows && recomputing_backward && chunks == kStackedClusterRowVectors) {
+      const KernelConfig config{128, 2,         vec, static_cast<int>(RowStorage::prefetched),
+                                4,   kPinByRule};
       if (fits(config)) return config;
     }
     const bool cluster_backward =
