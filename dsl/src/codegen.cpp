@@ -227,9 +227,11 @@ bool sinks_prefetches(const LoweredProgram& lp, const KernelSpec& spec) {
 // catches up. Measured on the H100 (fifty-ninth session, bf16, against the final pass): the
 // LayerNorm backward at N = 16384 (staged, 256 threads) 85.2 -> 90.2%, RMSNorm's at 4096 +1.1,
 // its recompute at 16384 +1.5. Not on clusters: there, between the push of the row totals and
-// the wait for the peers', it lost 0.6-1.2 points at N = 32768-262144. bf16 rows only: the only
-// ones measured against the final pass; with it, fp32 LayerNorm's backward at N = 8192 read
-// 92.0-92.4% (sixtieth session) where the fifty-ninth had read 94.2% without it.
+// the wait for the peers', it lost 0.6-1.2 points at N = 32768-262144. 16-bit rows only: fp16
+// gained too (sixty-first session, call 1, H100, against the final pass in the same call:
+// LayerNorm backward N = 4096 +0.9, without bias +1.9, RMSNorm +0.9, nothing slower by more than
+// 0.6); with it, fp32 LayerNorm's backward at N = 8192 read 92.0-92.4% (sixtieth session) where
+// the fifty-ninth had read 94.2% without it.
 bool adds_partials_before_row_barrier(const LoweredProgram& lp, const KernelSpec& spec) {
   const auto storage = static_cast<RowStorage>(spec.config.row_storage);
   if (spec.io_dtype == DType::f32 || spec.config.ctas_per_row != 1 ||
