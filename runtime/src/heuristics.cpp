@@ -1,6 +1,7 @@
 #include "tilenorm/runtime/heuristics.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cctype>
 #include <charconv>
 #include <mutex>
@@ -68,6 +69,11 @@ constexpr std::int64_t kPeeledPrefetchVectors = 4;
 // other programs), and of a backward that prefetches eight vectors per thread, with one
 // reduction phase or two; see heuristic_config.
 constexpr int kNarrowBackwardThreads = 16;
+// 16-bit backward rows that short_backward_rows spreads over more threads, in vectors, and the
+// fewest threads it gives one.
+constexpr std::int64_t kShortBackwardMinVectors = 64;
+constexpr std::int64_t kShortBackwardMaxVectors = 256;
+constexpr int kShortBackwardMinThreads = 64;
 constexpr int kLongPrefetchThreads = 64;
 constexpr int kTwoPhaseLongPrefetchThreads = 32;
 // The share of the L2 that rows read twice may take between their two reads: the rest is for
@@ -484,6 +490,37 @@ struct Rows {
       config = KernelConfig{512, 1, vec, static_cast<int>(RowStorage::prefetched), 1, kPinByRule};
     }
     if (!config || !fits(*config)) return std::nullopt;
+    return config;
+  }
+
+  // 16-bit backward rows of kShortBackwardMinVectors to kShortBackwardMaxVectors vectors (bf16 N
+  // = 512-2048) run on CTAs of 256 threads, one or two vectors per thread, prefetched: more
+  // warps per row, each with fewer loads in flight, where the rules below gave each thread four
+  // to eight vectors. The tuner's best on the H100 (sixty-first session, call 1, tilenorm-tune
+  // --show-candidates, bf16, M = 2^26 / N, % of the copy ceiling, against the heuristic's
+  // configuration in the same run):
+  // - reading saved statistics, 64 x 4 at N = 512 and 1024, 128 x 2 at 2048: LayerNorm 92.9,
+  //   92.5, 91.0 (the heuristic's 88.2, 88.0, 87.4: 16 x 16 and 32 x 8 in registers, 64 x 4
+  //   staged); RMSNorm 93.1, 93.9, 93.7 (91.1, 90.1, 89.0); without bias 93.2 (64 x 2), 93.4,
+  //   93.9 (90.9, 93.3, 90.2).
+  // Where the launch has fewer rows than the SMs could take four at a time (decoding), a CTA
+  // takes fewer rows, so that every SM gets one (M = 256, N = 1024: LayerNorm 64 x 1 11.6 us
+  // against 14.5 on 32 x 8).
+  std::optional<KernelConfig> short_backward_rows() const {
+    if (!persistent || !sixteen_bit_vectors || peel_rows || chunks < kShortBackwardMinVectors ||
+        chunks > kShortBackwardMaxVectors || !reads_saved_statistics(program))
+      return std::nullopt;
+    const auto threads =
+        static_cast<int>(std::max<std::int64_t>(kShortBackwardMinThreads, chunks / 2));
+    int rows = kStackedCtaThreads / threads;
+    if (launch_rows > 0)
+      rows = static_cast<int>(
+          std::clamp<std::int64_t>(std::bit_floor(static_cast<std::uint64_t>(std::max<std::int64_t>(
+                                       1, launch_rows / limits.multiprocessors))),
+                                   1, rows));
+    const KernelConfig config{threads, rows,      vec, static_cast<int>(RowStorage::prefetched),
+                              1,       kPinByRule};
+    if (!fits(config)) return std::nullopt;
     return config;
   }
 
@@ -1066,6 +1103,7 @@ KernelConfig heuristic_config(const LoweredProgram& program, DType io_dtype, DTy
   if (std::optional<KernelConfig> mid = rows.mid_rows_one_cta()) return *mid;
   if (std::optional<KernelConfig> reread = rows.rereading_one_cta()) return *reread;
   if (std::optional<KernelConfig> ragged = rows.ragged_comoment_one_cta()) return *ragged;
+  if (std::optional<KernelConfig> short_rows = rows.short_backward_rows()) return *short_rows;
   // The device's own clusters, if any, else a software cluster where one fits.
   for (const bool software : {false, true}) {
     if (std::optional<KernelConfig> clustered = rows.on_clusters(software)) return *clustered;

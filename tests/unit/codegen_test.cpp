@@ -1692,13 +1692,31 @@ TEST_CASE(
   const auto backward = heuristic_spec(lowered("layer_norm_backward"), DType::bf16, 128).config;
   CHECK(backward.threads_per_row == 8);
   CHECK(backward.rows_per_cta == 32);
-  // At N = 512 a 16-bit backward reading saved statistics takes 16 threads per row, four
-  // vectors each; fp32 rows and recomputing backwards keep a warp.
+  // At N = 256 a 16-bit backward reading saved statistics takes 16 threads per row, two to four
+  // vectors each; fp32 rows and recomputing backwards keep a warp. From N = 512 to 2048 it takes
+  // one or two vectors per thread on CTAs of 256 threads, prefetched, and fewer rows per CTA
+  // where the launch has too few rows to give every SM four.
   for (const char* name : {"layer_norm_backward", "rms_norm_backward"}) {
     CAPTURE(name);
-    CHECK(heuristic_spec(lowered(name), DType::bf16, 512).config.threads_per_row == 16);
-    CHECK(heuristic_spec(lowered(name), DType::f16, 512).config.threads_per_row == 16);
+    CHECK(heuristic_spec(lowered(name), DType::bf16, 256).config.threads_per_row == 16);
+    CHECK(heuristic_spec(lowered(name), DType::f16, 256).config.threads_per_row == 16);
     CHECK(heuristic_spec(lowered(name), DType::f32, 256).config.threads_per_row == 32);
+    for (const auto& [n, threads] : {std::pair{512, 64}, {1024, 64}, {2048, 128}}) {
+      CAPTURE(n);
+      for (DType dtype : {DType::bf16, DType::f16}) {
+        const KernelConfig short_rows = heuristic_spec(lowered(name), dtype, n).config;
+        CHECK(short_rows.threads_per_row == threads);
+        CHECK(short_rows.rows_per_cta * threads == 256);
+        CHECK(short_rows.row_storage == static_cast<int>(RowStorage::prefetched));
+      }
+    }
+    const tilenorm::DeviceLimits hopper = tilenorm::DeviceLimits::hopper();
+    CHECK(tilenorm::heuristic_config(lowered(name), DType::bf16, DType::bf16, 1024, hopper, 0,
+                                     false, 256)
+              .rows_per_cta == 1);
+    CHECK(tilenorm::heuristic_config(lowered(name), DType::bf16, DType::bf16, 1024, hopper, 0,
+                                     false, 1024)
+              .rows_per_cta == 4);
   }
   CHECK(heuristic_spec(lowered("rms_norm_backward_recompute"), DType::bf16, 512)
             .config.threads_per_row == 32);
