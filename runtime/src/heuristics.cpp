@@ -69,7 +69,7 @@ constexpr std::int64_t kPeeledPrefetchVectors = 4;
 // other programs), and of a backward that prefetches eight vectors per thread, with one
 // reduction phase or two; see heuristic_config.
 constexpr int kNarrowBackwardThreads = 16;
-// 16-bit backward rows that short_backward_rows spreads over more threads, in vectors, and the
+// bf16 backward rows that short_backward_rows spreads over more threads, in vectors, and the
 // fewest threads it gives one.
 constexpr std::int64_t kShortBackwardMinVectors = 64;
 constexpr std::int64_t kShortBackwardMaxVectors = 256;
@@ -493,35 +493,57 @@ struct Rows {
     return config;
   }
 
-  // 16-bit backward rows of kShortBackwardMinVectors to kShortBackwardMaxVectors vectors (bf16 N
-  // = 512-2048) run on CTAs of 256 threads, one or two vectors per thread, prefetched: more
-  // warps per row, each with fewer loads in flight, where the rules below gave each thread four
-  // to eight vectors. The tuner's best on the H100 (sixty-first session, call 1, tilenorm-tune
-  // --show-candidates, bf16, M = 2^26 / N, % of the copy ceiling, against the heuristic's
-  // configuration in the same run):
-  // - reading saved statistics, 64 x 4 at N = 512 and 1024, 128 x 2 at 2048: LayerNorm 92.9,
-  //   92.5, 91.0 (the heuristic's 88.2, 88.0, 87.4: 16 x 16 and 32 x 8 in registers, 64 x 4
-  //   staged); RMSNorm 93.1, 93.9, 93.7 (91.1, 90.1, 89.0); without bias 93.2 (64 x 2), 93.4,
-  //   93.9 (90.9, 93.3, 90.2).
-  // Where the launch has fewer rows than the SMs could take four at a time (decoding), a CTA
-  // takes fewer rows, so that every SM gets one (M = 256, N = 1024: LayerNorm 64 x 1 11.6 us
-  // against 14.5 on 32 x 8).
+  // bf16 backward rows of kShortBackwardMinVectors to kShortBackwardMaxVectors vectors (N =
+  // 512-2048) run on one or two vectors per thread, prefetched: more warps per row, each with
+  // fewer loads in flight, where the rules below gave each thread four to eight vectors. On the
+  // H100, sixty-first session, bf16, M = 2^26 / N, % of the copy ceiling:
+  // - the tuner's best (call 1, tilenorm-tune --show-candidates): reading saved statistics, 64 x
+  //   4 at N = 512 and 1024, 128 x 2 at 2048; recomputing, the same threads on CTAs of 256 for
+  //   LayerNorm (two column sums) and of 128 for one column sum (RMSNorm, LayerNorm without
+  //   bias) among the best three to five candidates.
+  // - the benchmark against the previous rules in one call (call 2), N = 512 / 1024 / 2048:
+  //   saved LayerNorm +5.8 / +5.1 / +4.1 (to 95.0, 94.3, 93.4), RMSNorm +2.1 / +4.5 / +5.6,
+  //   without bias -0.8 / +0.0 / +4.7; recomputing LayerNorm on 256 +2.4 / +5.0 / +5.3 (on 128:
+  //   +3.8 / -4.0 / -3.0), RMSNorm on 128 +4.3 / +4.5 / +1.3, without bias +4.2 / +4.4 / +4.7 (on
+  //   256: -1.2 / -4.2 / -0.7).
+  // Not fp16 rows: the same call, saved statistics, LayerNorm -2.2 and -5.9 at N = 1024 and 2048
+  // (113-115 registers where bf16's kernels took 74-79, two CTAs per SM instead of three), the
+  // others within 1.6 points.
   std::optional<KernelConfig> short_backward_rows() const {
-    if (!persistent || !sixteen_bit_vectors || peel_rows || chunks < kShortBackwardMinVectors ||
-        chunks > kShortBackwardMaxVectors || !reads_saved_statistics(program))
+    if (!persistent || io_dtype != DType::bf16 || !sixteen_bit_vectors || peel_rows ||
+        chunks < kShortBackwardMinVectors || chunks > kShortBackwardMaxVectors)
       return std::nullopt;
     const auto threads =
         static_cast<int>(std::max<std::int64_t>(kShortBackwardMinThreads, chunks / 2));
-    int rows = kStackedCtaThreads / threads;
-    if (launch_rows > 0)
-      rows = static_cast<int>(
-          std::clamp<std::int64_t>(std::bit_floor(static_cast<std::uint64_t>(std::max<std::int64_t>(
-                                       1, launch_rows / limits.multiprocessors))),
-                                   1, rows));
-    const KernelConfig config{threads, rows,      vec, static_cast<int>(RowStorage::prefetched),
+    const int cta_threads =
+        recomputing_backward && !two_column_sums ? kSmallPersistentCta : kStackedCtaThreads;
+    const KernelConfig config{threads, cta_threads / threads,
+                              vec,     static_cast<int>(RowStorage::prefetched),
                               1,       kPinByRule};
     if (!fits(config)) return std::nullopt;
     return config;
+  }
+
+  // A backward launched on fewer rows than its row blocks would spread over every SM (decoding:
+  // M = 256) stacks fewer rows per CTA: at most as many as give each SM one, but CTAs of at least
+  // kSmallForwardCta threads. Sixty-first session, call 2, tilenorm-tune --show-candidates,
+  // H100, bf16, M = 256: LayerNorm N = 128 on 8 x 32 44.5 us, 8 x 8 9.0 us; N = 256 on 16 x 16
+  // 27.9 us, 16 x 4 8.7 us; its recompute at N = 128 35.4 us on 8 x 32, 8.8 on 8 x 8; RMSNorm
+  // N = 128 on 16 x 16 9.2 us, 16 x 4 8.0 us; N = 1024 LayerNorm 11.6 us on 64 x 1 against
+  // 15.2 on 64 x 4.
+  KernelConfig fit_to_launch(KernelConfig config) const {
+    if (!persistent || launch_rows <= 0 || config.ctas_per_row != 1) return config;
+    const auto per_sm = static_cast<std::uint64_t>(
+        std::max<std::int64_t>(1, m_bucket(launch_rows) / limits.multiprocessors));
+    const int fewest = std::max(1, kSmallForwardCta / config.threads_per_row);
+    const int rows =
+        std::max(static_cast<int>(std::min<std::uint64_t>(
+                     std::bit_floor(per_sm), static_cast<std::uint64_t>(config.rows_per_cta))),
+                 fewest);
+    if (rows >= config.rows_per_cta) return config;
+    KernelConfig fewer = config;
+    fewer.rows_per_cta = rows;
+    return fits(fewer) ? fewer : config;
   }
 
   // A co-moment forward (LayerNorm) whose rows are a little longer than kForwardClusterRowVectors
@@ -1103,12 +1125,13 @@ KernelConfig heuristic_config(const LoweredProgram& program, DType io_dtype, DTy
   if (std::optional<KernelConfig> mid = rows.mid_rows_one_cta()) return *mid;
   if (std::optional<KernelConfig> reread = rows.rereading_one_cta()) return *reread;
   if (std::optional<KernelConfig> ragged = rows.ragged_comoment_one_cta()) return *ragged;
-  if (std::optional<KernelConfig> short_rows = rows.short_backward_rows()) return *short_rows;
+  if (std::optional<KernelConfig> short_rows = rows.short_backward_rows())
+    return rows.fit_to_launch(*short_rows);
   // The device's own clusters, if any, else a software cluster where one fits.
   for (const bool software : {false, true}) {
     if (std::optional<KernelConfig> clustered = rows.on_clusters(software)) return *clustered;
   }
-  return rows.on_one_cta();
+  return rows.fit_to_launch(rows.on_one_cta());
 }
 
 }  // namespace tilenorm

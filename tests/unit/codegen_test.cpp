@@ -1693,41 +1693,69 @@ TEST_CASE(
   CHECK(backward.threads_per_row == 8);
   CHECK(backward.rows_per_cta == 32);
   // At N = 256 a 16-bit backward reading saved statistics takes 16 threads per row, two to four
-  // vectors each; fp32 rows and recomputing backwards keep a warp. From N = 512 to 2048 it takes
-  // one or two vectors per thread on CTAs of 256 threads, prefetched, and fewer rows per CTA
-  // where the launch has too few rows to give every SM four.
+  // vectors each; fp32 rows and recomputing backwards keep a warp.
   for (const char* name : {"layer_norm_backward", "rms_norm_backward"}) {
     CAPTURE(name);
     CHECK(heuristic_spec(lowered(name), DType::bf16, 256).config.threads_per_row == 16);
     CHECK(heuristic_spec(lowered(name), DType::f16, 256).config.threads_per_row == 16);
     CHECK(heuristic_spec(lowered(name), DType::f32, 256).config.threads_per_row == 32);
+  }
+  CHECK(heuristic_spec(lowered("rms_norm_backward_recompute"), DType::bf16, 256)
+            .config.threads_per_row == 32);
+  // From N = 512 to 2048, bf16 backwards take one or two vectors per thread, prefetched, on CTAs
+  // of 256 threads, or 128 where they recompute with one column sum; fp16 rows keep the rules
+  // of longer vectors per thread (at N = 512 16 threads reading saved statistics).
+  for (const auto& [name, cta_threads] : {std::pair{"layer_norm_backward", 256},
+                                          {"rms_norm_backward", 256},
+                                          {"layer_norm_no_bias_backward", 256},
+                                          {"layer_norm_backward_recompute", 256},
+                                          {"rms_norm_backward_recompute", 128},
+                                          {"layer_norm_no_bias_backward_recompute", 128}}) {
+    CAPTURE(name);
     for (const auto& [n, threads] : {std::pair{512, 64}, {1024, 64}, {2048, 128}}) {
       CAPTURE(n);
-      for (DType dtype : {DType::bf16, DType::f16}) {
-        const KernelConfig short_rows = heuristic_spec(lowered(name), dtype, n).config;
-        CHECK(short_rows.threads_per_row == threads);
-        CHECK(short_rows.rows_per_cta * threads == 256);
-        CHECK(short_rows.row_storage == static_cast<int>(RowStorage::prefetched));
-      }
+      const KernelConfig short_rows = heuristic_spec(lowered(name), DType::bf16, n).config;
+      CHECK(short_rows.threads_per_row == threads);
+      CHECK(short_rows.rows_per_cta * threads == cta_threads);
+      CHECK(short_rows.row_storage == static_cast<int>(RowStorage::prefetched));
+      CHECK(heuristic_spec(lowered(name), DType::f16, n).config.threads_per_row < threads);
     }
-    const tilenorm::DeviceLimits hopper = tilenorm::DeviceLimits::hopper();
-    CHECK(tilenorm::heuristic_config(lowered(name), DType::bf16, DType::bf16, 1024, hopper, 0,
-                                     false, 256)
-              .rows_per_cta == 1);
-    CHECK(tilenorm::heuristic_config(lowered(name), DType::bf16, DType::bf16, 1024, hopper, 0,
-                                     false, 1024)
-              .rows_per_cta == 4);
   }
-  CHECK(heuristic_spec(lowered("rms_norm_backward_recompute"), DType::bf16, 512)
-            .config.threads_per_row == 32);
-  // A recomputing LayerNorm (two reduction phases) gives rows of 256 vectors 32 threads of
-  // eight vectors; RMSNorm's (one phase) keeps 64 threads of four.
-  CHECK(heuristic_spec(lowered("layer_norm_backward_recompute"), DType::bf16, 2048)
-            .config.threads_per_row == 32);
+  CHECK(heuristic_spec(lowered("layer_norm_backward"), DType::f16, 512).config.threads_per_row ==
+        16);
+  // A recomputing LayerNorm (two reduction phases) gives fp32 rows of 256 vectors 32 threads of
+  // eight vectors.
   CHECK(heuristic_spec(lowered("layer_norm_backward_recompute"), DType::f32, 1024)
             .config.threads_per_row == 32);
-  CHECK(heuristic_spec(lowered("rms_norm_backward_recompute"), DType::bf16, 2048)
-            .config.threads_per_row == 64);
+}
+
+TEST_CASE("codegen: a backward launched on few rows stacks fewer rows per CTA") {
+  const tilenorm::DeviceLimits hopper = tilenorm::DeviceLimits::hopper();
+  auto rows_per_cta = [&](const char* name, std::int64_t n, std::int64_t rows) {
+    return tilenorm::heuristic_config(lowered(name), DType::bf16, DType::bf16, n, hopper, 0, false,
+                                      rows);
+  };
+  // Many rows (or unknown: 0) keep the rule's rows; 256 rows give each SM one CTA where its
+  // threads allow, but no CTA fewer than 64 threads.
+  for (std::int64_t many : {std::int64_t{0}, std::int64_t{1} << 19}) {
+    CHECK(rows_per_cta("layer_norm_backward", 128, many).rows_per_cta == 32);
+    CHECK(rows_per_cta("layer_norm_backward", 1024, many).rows_per_cta == 4);
+  }
+  const KernelConfig decode_128 = rows_per_cta("layer_norm_backward", 128, 256);
+  CHECK(decode_128.threads_per_row == 8);
+  CHECK(decode_128.rows_per_cta == 8);
+  CHECK(rows_per_cta("layer_norm_backward_recompute", 128, 256).rows_per_cta == 8);
+  CHECK(rows_per_cta("rms_norm_backward", 256, 256).rows_per_cta == 4);
+  CHECK(rows_per_cta("layer_norm_backward", 1024, 256).rows_per_cta == 1);
+  // 1024 rows on 132 SMs: four per CTA, as many rows.
+  CHECK(rows_per_cta("layer_norm_backward", 1024, 1024).rows_per_cta == 4);
+  CHECK(rows_per_cta("layer_norm_backward", 128, 1024).rows_per_cta == 8);
+  // Forwards and clusters keep theirs.
+  CHECK(rows_per_cta("layer_norm", 128, 256).rows_per_cta ==
+        rows_per_cta("layer_norm", 128, 0).rows_per_cta);
+  const KernelConfig cluster = rows_per_cta("layer_norm_backward", 65536, 256);
+  CHECK(cluster.ctas_per_row > 1);
+  CHECK(cluster.rows_per_cta == rows_per_cta("layer_norm_backward", 65536, 0).rows_per_cta);
 }
 
 TEST_CASE("codegen: forwards keep eight vectors per thread on clusters, where measured") {
