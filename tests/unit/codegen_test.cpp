@@ -1747,7 +1747,7 @@ TEST_CASE("codegen: a backward launched on few rows stacks fewer rows per CTA") 
   CHECK(rows_per_cta("layer_norm_backward_recompute", 128, 256).rows_per_cta == 8);
   CHECK(rows_per_cta("rms_norm_backward", 256, 256).rows_per_cta == 4);
   CHECK(rows_per_cta("layer_norm_backward", 1024, 256).rows_per_cta == 1);
-  // 1024 rows on 132 SMs: four per CTA, as many rows.
+  // 1024 rows on 132 SMs: seven per SM, so four per CTA (the short-row rule's four stay).
   CHECK(rows_per_cta("layer_norm_backward", 1024, 1024).rows_per_cta == 4);
   CHECK(rows_per_cta("layer_norm_backward", 128, 1024).rows_per_cta == 8);
   // Forwards and clusters keep theirs.
