@@ -510,7 +510,7 @@ struct Rows {
   // (113-115 registers where bf16's kernels took 74-79, two CTAs per SM instead of three), the
   // others within 1.6 points.
   std::optional<KernelConfig> short_backward_rows() const {
-    if (!persistent || io_dtype != DType::bf16 || !sixteen_bit_vectors || peel_rows ||
+    if (!persistent || io_dtype != DType::bf16 || !full_vectors || peel_rows ||
         chunks < kShortBackwardMinVectors || chunks > kShortBackwardMaxVectors)
       return std::nullopt;
     const auto threads =
@@ -524,9 +524,10 @@ struct Rows {
     return config;
   }
 
-  // A backward launched on fewer rows than its row blocks would spread over every SM (decoding:
-  // M = 256) stacks fewer rows per CTA: at most as many as give each SM one, but CTAs of at least
-  // kSmallForwardCta threads. Sixty-first session, H100, bf16, M = 256: call 2, tilenorm-tune
+  // A backward on one CTA per row block launched on fewer rows than its row blocks would spread
+  // over every SM (decoding: M = 256) stacks fewer rows per CTA: at most as many as give each SM
+  // one, but CTAs of at least kSmallForwardCta threads. Sixty-first session, H100, bf16, M = 256:
+  // call 2, tilenorm-tune
   // --show-candidates: LayerNorm N = 128 on 8 x 32 44.5 us, 8 x 8 9.0 us; N = 256 on 16 x 16
   // 27.9 us, 16 x 4 8.7 us; its recompute at N = 128 35.4 us on 8 x 32, 8.8 on 8 x 8; RMSNorm N
   // = 128 on 16 x 16 9.2 us, 16 x 4 8.0 us; N = 1024 LayerNorm 11.6 us on 64 x 1 against 15.2
@@ -538,10 +539,8 @@ struct Rows {
     const auto per_sm = static_cast<std::uint64_t>(
         std::max<std::int64_t>(1, m_bucket(launch_rows) / limits.multiprocessors));
     const int fewest = std::max(1, kSmallForwardCta / config.threads_per_row);
-    const int rows =
-        std::max(static_cast<int>(std::min<std::uint64_t>(
-                     std::bit_floor(per_sm), static_cast<std::uint64_t>(config.rows_per_cta))),
-                 fewest);
+    const int rows = std::max(fewest, static_cast<int>(std::min<std::uint64_t>(
+                                          std::bit_floor(per_sm), config.rows_per_cta)));
     if (rows >= config.rows_per_cta) return config;
     KernelConfig fewer = config;
     fewer.rows_per_cta = rows;
@@ -1124,16 +1123,19 @@ KernelConfig heuristic_config(const LoweredProgram& program, DType io_dtype, DTy
                               std::int64_t n, const DeviceLimits& limits, int max_vec,
                               bool peel_rows, std::int64_t launch_rows) {
   const Rows rows(program, io_dtype, param_dtype, n, limits, max_vec, peel_rows, launch_rows);
-  if (std::optional<KernelConfig> mid = rows.mid_rows_one_cta()) return *mid;
-  if (std::optional<KernelConfig> reread = rows.rereading_one_cta()) return *reread;
-  if (std::optional<KernelConfig> ragged = rows.ragged_comoment_one_cta()) return *ragged;
-  if (std::optional<KernelConfig> short_rows = rows.short_backward_rows())
-    return rows.fit_to_launch(*short_rows);
-  // The device's own clusters, if any, else a software cluster where one fits.
-  for (const bool software : {false, true}) {
-    if (std::optional<KernelConfig> clustered = rows.on_clusters(software)) return *clustered;
-  }
-  return rows.fit_to_launch(rows.on_one_cta());
+  // The rules in order, then the launch's rows (fit_to_launch leaves forwards and clusters be).
+  auto first_rule = [&]() -> KernelConfig {
+    if (std::optional<KernelConfig> mid = rows.mid_rows_one_cta()) return *mid;
+    if (std::optional<KernelConfig> reread = rows.rereading_one_cta()) return *reread;
+    if (std::optional<KernelConfig> ragged = rows.ragged_comoment_one_cta()) return *ragged;
+    if (std::optional<KernelConfig> short_rows = rows.short_backward_rows()) return *short_rows;
+    // The device's own clusters, if any, else a software cluster where one fits.
+    for (const bool software : {false, true}) {
+      if (std::optional<KernelConfig> clustered = rows.on_clusters(software)) return *clustered;
+    }
+    return rows.on_one_cta();
+  };
+  return rows.fit_to_launch(first_rule());
 }
 
 }  // namespace tilenorm
