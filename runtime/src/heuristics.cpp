@@ -275,8 +275,9 @@ const DeviceLimits& limits_for_arch(std::string_view arch) {
 }
 
 bool folding_pays(std::int64_t partial_bytes_per_column, std::int64_t rows,
-                  std::int64_t row_bytes_per_column) {
-  return kFoldShare * partial_bytes_per_column >= rows * row_bytes_per_column;
+                  std::int64_t row_bytes_per_column, int rows_per_cta, int column_gradients) {
+  return rows_per_cta == 1 && column_gradients >= 2 &&
+         kFoldShare * partial_bytes_per_column >= rows * row_bytes_per_column;
 }
 
 bool peels_rows(const LoweredProgram& program, std::int64_t n, int vec) {

@@ -1474,23 +1474,32 @@ TEST_CASE("codegen: the heuristic gives a valid configuration for every kernel, 
 
 TEST_CASE("codegen: a launch folds its partial sums where they are a noticeable share") {
   // The H200's persistent backwards, bf16 (x, dy and dx: 6 bytes per column of a row): the
-  // partial sums per column are partial rows x column gradients x 4 bytes.
+  // partial sums per column are partial rows x column gradients x 4 bytes. LayerNorm's
+  // one-row CTAs (two column gradients) unless stated.
   constexpr std::int64_t row_bytes = 6;
   auto partial = [](std::int64_t partial_rows, std::int64_t gradients) {
     return partial_rows * gradients * 4;
   };
+  auto folds = [&](std::int64_t partial_bytes, std::int64_t rows) {
+    return tilenorm::folding_pays(partial_bytes, rows, row_bytes, 1, 2);
+  };
   // LayerNorm at N = 5120, 8192, 16384 (M = 2^26 / N): 4.0-4.3% of the bytes.
-  CHECK(tilenorm::folding_pays(partial(396, 2), 13107, row_bytes));
-  CHECK(tilenorm::folding_pays(partial(264, 2), 8192, row_bytes));
-  CHECK(tilenorm::folding_pays(partial(132, 2), 4096, row_bytes));
-  // LayerNorm at N = 4096 and RMSNorm at 16384 (2.1%), LayerNorm at 1024 (0.4%).
-  CHECK_FALSE(tilenorm::folding_pays(partial(264, 2), 16384, row_bytes));
-  CHECK_FALSE(tilenorm::folding_pays(partial(132, 1), 4096, row_bytes));
-  CHECK_FALSE(tilenorm::folding_pays(partial(264, 2), 65536, row_bytes));
+  CHECK(folds(partial(396, 2), 13107));
+  CHECK(folds(partial(264, 2), 8192));
+  CHECK(folds(partial(132, 2), 4096));
+  // LayerNorm at N = 4096 (2.1%), at 1024 (0.4%).
+  CHECK_FALSE(folds(partial(264, 2), 16384));
+  CHECK_FALSE(folds(partial(264, 2), 65536));
   // The boundary is 1/32 of the rows' bytes, inclusive; few rows always fold.
-  CHECK(tilenorm::folding_pays(6, 32, row_bytes));
-  CHECK_FALSE(tilenorm::folding_pays(6, 33, row_bytes));
-  CHECK(tilenorm::folding_pays(partial(264, 1), 1000, row_bytes));
+  CHECK(folds(12, 64));
+  CHECK_FALSE(folds(12, 65));
+  CHECK(folds(partial(256, 2), 256));
+  // Never with one column gradient (RMSNorm at M = 256, N = 2048 on 256 CTAs), nor where a CTA
+  // holds several rows (LayerNorm at M = 4096, N = 128 on 256 CTAs of 16 rows), however large
+  // a share the partial sums are.
+  CHECK_FALSE(tilenorm::folding_pays(partial(256, 1), 256, row_bytes, 1, 1));
+  CHECK_FALSE(tilenorm::folding_pays(partial(256, 2), 4096, row_bytes, 16, 2));
+  CHECK_FALSE(tilenorm::folding_pays(partial(250, 2), 1000, row_bytes, 4, 2));
 }
 
 TEST_CASE("codegen: with clusters, the heuristic splits long rows") {
