@@ -774,8 +774,8 @@ struct Norm::State {
     const std::int64_t partial_bytes = blocks * k.generated.partials_per_cta *
                                        k.generated.plan.column_partials *
                                        static_cast<std::int64_t>(sizeof(float));
-    const int fold = folding_pays(partial_bytes, shape.rows, k.row_bytes,
-                                  k.generated.rows_per_cta, k.generated.plan.column_partials)
+    const int fold = folding_pays(partial_bytes, shape.rows, k.row_bytes, k.generated.rows_per_cta,
+                                  k.generated.plan.column_partials)
                          ? k.max_fold
                          : 1;
     // Whole folding clusters; max_grid is a multiple of them, so this stays resident.
