@@ -525,6 +525,38 @@ struct Rows {
     return config;
   }
 
+  // Recomputing bf16 backwards of rows of 16 and 32 vectors (N = 128 and 256) keep their rows
+  // in registers, not prefetched: with two column sums (LayerNorm) one vector per thread, with
+  // one (RMSNorm, LayerNorm without bias) two, 32 rows per CTA, at 16 vectors only. The H100
+  // tuner's best (sixty-first session, call 2, tilenorm-tune --show-candidates, bf16, M = 2^26 /
+  // N, % of the copy ceiling, against the rules below): LayerNorm N = 128 on 16 x 16 91.8%
+  // against 87.3% on 8 x 32 prefetched, N = 256 on 32 x 8 92.1% against 87.6% on 16 x 16
+  // prefetched; N = 128 on 8 x 32 RMSNorm 89.8% against 88.3%, without bias 91.0% against 87.7%
+  // (16 x 16 prefetched). At N = 256 with one column sum the two kernels' best differed (RMSNorm
+  // 8 x 32 prefetched, without bias the rules' 32 x 8), so those rows keep the rules.
+  // The benchmark, sixty-second session, call 6 against call 5 (main, the same day and card
+  // kind; the unchanged saved backwards 1.0-1.3 points lower in call 6): LayerNorm N = 128 88.3 ->
+  // 91.6%, N = 256 88.3 -> 91.7%, RMSNorm N = 128 89.3 -> 90.4%. Only for launches of more rows
+  // than one pass of such CTAs over the device holds: at M = 256 and 1000 (one row block per CTA)
+  // the same call measured LayerNorm 256 x 256 5.14 -> 5.50 us and without bias 256 x 128 4.53 ->
+  // 4.83 us, 1000 x 128 4.87 -> 5.15 us.
+  std::optional<KernelConfig> short_recomputed_rows() const {
+    if (!recomputing_backward || io_dtype != DType::bf16 || !full_vectors || peel_rows)
+      return std::nullopt;
+    const bool one_vector_each = two_column_sums && (chunks == 16 || chunks == 32);
+    if (!one_vector_each && (two_column_sums || chunks != 16)) return std::nullopt;
+    const int threads = static_cast<int>(one_vector_each ? chunks : chunks / 2);
+    const KernelConfig config{threads, kStackedCtaThreads / threads,
+                              vec,     static_cast<int>(RowStorage::registers),
+                              1,       kPinByRule};
+    const std::int64_t rows_per_pass = std::int64_t{limits.multiprocessors} *
+                                       (limits.threads_per_multiprocessor / kStackedCtaThreads) *
+                                       config.rows_per_cta;
+    if (launch_rows > 0 && m_bucket(launch_rows) < rows_per_pass) return std::nullopt;
+    if (!fits(config)) return std::nullopt;
+    return config;
+  }
+
   // A backward on one CTA per row block launched on fewer rows than its row blocks would spread
   // over every SM (decoding: M = 256) stacks fewer rows per CTA: at most as many as give each SM
   // one, but CTAs of at least kSmallForwardCta threads. Sixty-first session, H100, bf16, M = 256:
@@ -1130,6 +1162,8 @@ KernelConfig heuristic_config(const LoweredProgram& program, DType io_dtype, DTy
     if (std::optional<KernelConfig> reread = rows.rereading_one_cta()) return *reread;
     if (std::optional<KernelConfig> ragged = rows.ragged_comoment_one_cta()) return *ragged;
     if (std::optional<KernelConfig> short_rows = rows.short_backward_rows()) return *short_rows;
+    if (std::optional<KernelConfig> short_recomputed = rows.short_recomputed_rows())
+      return *short_recomputed;
     // The device's own clusters, if any, else a software cluster where one fits.
     for (const bool software : {false, true}) {
       if (std::optional<KernelConfig> clustered = rows.on_clusters(software)) return *clustered;

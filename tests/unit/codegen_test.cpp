@@ -1738,6 +1738,39 @@ TEST_CASE(
             .config.threads_per_row == 32);
 }
 
+TEST_CASE("codegen: short recomputed bf16 rows stay in registers on many-row launches") {
+  const tilenorm::DeviceLimits hopper = tilenorm::DeviceLimits::hopper();
+  auto rule = [&](const char* name, std::int64_t n, std::int64_t rows, DType dtype = DType::bf16,
+                  bool peel = false) {
+    return tilenorm::heuristic_config(lowered(name), dtype, dtype, n, hopper, 0, peel, rows);
+  };
+  constexpr int registers = static_cast<int>(RowStorage::registers);
+  const KernelConfig one_vector_128{16, 16, 8, registers, 1, 0};
+  const KernelConfig one_vector_256{32, 8, 8, registers, 1, 0};
+  const KernelConfig two_vectors_128{8, 32, 8, registers, 1, 0};
+  // Unknown rows (0) and M = 2^26 / N.
+  for (std::int64_t many : {std::int64_t{0}, std::int64_t{1} << 18}) {
+    CHECK(rule("layer_norm_backward_recompute", 128, many) == one_vector_128);
+    CHECK(rule("layer_norm_backward_recompute", 256, many) == one_vector_256);
+    CHECK(rule("rms_norm_backward_recompute", 128, many) == two_vectors_128);
+    CHECK(rule("layer_norm_no_bias_backward_recompute", 128, many) == two_vectors_128);
+    // One column sum at 32 vectors keeps the rules (prefetched).
+    CHECK(rule("rms_norm_backward_recompute", 256, many).row_storage != registers);
+  }
+  // Not saved statistics, other dtypes, peeled rows, or other lengths.
+  CHECK(rule("layer_norm_backward", 128, 0).row_storage != registers);
+  CHECK(rule("layer_norm_backward_recompute", 128, 0, DType::f16) != one_vector_128);
+  CHECK(rule("layer_norm_backward_recompute", 64, 0, DType::f32) != one_vector_128);
+  CHECK(rule("layer_norm_backward_recompute", 127, 0, DType::bf16, true).row_storage != registers);
+  CHECK(rule("layer_norm_backward_recompute", 512, 0).row_storage != registers);
+  // Launches whose rows one pass of such CTAs covers (132 SMs x 8 CTAs of 256 threads x 16 rows
+  // = 16896 for LayerNorm at N = 128) keep the rules.
+  CHECK(rule("layer_norm_backward_recompute", 128, 1000).row_storage != registers);
+  CHECK(rule("layer_norm_backward_recompute", 128, 16384).row_storage != registers);
+  CHECK(rule("layer_norm_backward_recompute", 128, 16897) == one_vector_128);
+  CHECK(rule("rms_norm_backward_recompute", 128, 256).row_storage != registers);
+}
+
 TEST_CASE("codegen: a backward launched on few rows stacks fewer rows per CTA") {
   const tilenorm::DeviceLimits hopper = tilenorm::DeviceLimits::hopper();
   auto rows_per_cta = [&](const char* name, std::int64_t n, std::int64_t rows) {
