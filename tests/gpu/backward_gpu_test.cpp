@@ -436,6 +436,55 @@ TEST_CASE("backward: rows staged in shared memory (cp.async) match the interpret
   CHECK(checked == 48);
 }
 
+TEST_CASE("backward: short recomputed bf16 rows in registers, as the heuristic picks them") {
+  // short_recomputed_rows: rows of 16 and 32 vectors on launches of more rows than one pass of
+  // its CTAs covers (LayerNorm at N = 128: 132 SMs x 8 CTAs x 16 rows on the H100), each thread
+  // one vector with two column sums, two with one; fewer rows keep the other rules (M = 1000).
+  // No configuration is forced: the test checks what the runtime chose, so that the quick
+  // matrix (no N = 128 at many rows) still runs these kernels.
+  constexpr int registers = static_cast<int>(tilenorm::RowStorage::registers);
+  struct Case {
+    const char* kernel;
+    std::int64_t n;
+    std::int64_t m;
+    tilenorm::KernelConfig expected;  // threads_per_row 0: any configuration not in registers
+  };
+  const Case cases[] = {
+      {"layer_norm", 128, 20000, {16, 16, 8, registers, 1, 0}},
+      {"layer_norm", 256, 10000, {32, 8, 8, registers, 1, 0}},
+      {"rms_norm", 128, 40000, {8, 32, 8, registers, 1, 0}},
+      {"layer_norm_no_bias", 128, 40000, {8, 32, 8, registers, 1, 0}},
+      {"layer_norm", 128, 1000, {}},
+  };
+  int checked = 0;
+  for (const Case& c : cases) {
+    CAPTURE(c.kernel);
+    CAPTURE(c.n);
+    CAPTURE(c.m);
+    const tilenorm::Norm norm = backward_runtime().load(tilenorm::backward(
+        tilenorm::kernels::builtin_program(c.kernel), {tilenorm::StatisticsMode::recompute}));
+    const auto report = tilenorm::check_against_interpreter(
+        norm, {.io_dtype = DType::bf16,
+               .param_dtype = DType::bf16,
+               .rows = c.m,
+               .cols = c.n,
+               .seed = 620u + static_cast<unsigned>(checked),
+               .scalars = norm.lowered().program.find_slot("eps") ? std::vector<float>{1e-2f}
+                                                                  : std::vector<float>{}});
+    INFO(report.describe());
+    CHECK(report.ok());
+    CHECK(report.unwritten == 0);
+    CHECK(report.clobbered == 0);
+    if (c.expected.threads_per_row > 0) {
+      CHECK(report.used.config == c.expected);
+    } else {
+      CHECK(report.used.config.row_storage != registers);
+    }
+    ++checked;
+  }
+  CHECK(checked == 5);
+}
+
 TEST_CASE("backward: under 99 KiB of shared memory per CTA, column partial sums in registers") {
   // The shared-memory limit of sm_86, sm_89 and sm_120, run on this GPU: LayerNorm's two column
   // partial sums at N = 16384 and RMSNorm's one at 32768 take 128 KiB in shared memory, so
@@ -586,9 +635,8 @@ TEST_CASE("backward: clusters fold the column partial sums, so the workspace shr
         // Few rows per CTA, so the partial sums are a large share of the bytes: clusters of
         // at least two fold them where folding pays. Two rows: the grid is one cluster,
         // against one or two CTAs.
-        const bool folds =
-            tilenorm::plan_kernels(folded_norm.lowered()).column_partials >= 2 &&
-            c.config.rows_per_cta == 1;
+        const bool folds = tilenorm::plan_kernels(folded_norm.lowered()).column_partials >= 2 &&
+                           c.config.rows_per_cta == 1;
         if (m == 1000 && folds) CHECK(2 * workspace[0] <= workspace[1]);
         if (!folds) CHECK(workspace[0] == workspace[1]);
         CHECK(workspace[0] <= workspace[1]);
