@@ -537,9 +537,9 @@ struct Rows {
   // The benchmark, sixty-second session, call 6 against call 5 (main, the same day and card
   // kind; the unchanged saved backwards 1.0-1.3 points lower in call 6): LayerNorm N = 128 88.3 ->
   // 91.6%, N = 256 88.3 -> 91.7%, RMSNorm N = 128 89.3 -> 90.4%. Only for launches of more rows
-  // than one pass of such CTAs over the device holds: at M = 256 and 1000 (one row block per CTA)
-  // the same call measured LayerNorm 256 x 256 5.14 -> 5.50 us and without bias 256 x 128 4.53 ->
-  // 4.83 us, 1000 x 128 4.87 -> 5.15 us.
+  // than one pass of such CTAs over the device covers: at M = 256 and 1000 (one row block per
+  // CTA) the same call measured LayerNorm 256 x 256 5.14 -> 5.50 us and without bias 256 x 128 4.53
+  // -> 4.83 us, 1000 x 128 4.87 -> 5.15 us.
   std::optional<KernelConfig> short_recomputed_rows() const {
     if (!recomputing_backward || io_dtype != DType::bf16 || !full_vectors || peel_rows)
       return std::nullopt;
