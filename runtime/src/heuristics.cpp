@@ -274,10 +274,13 @@ const DeviceLimits& limits_for_arch(std::string_view arch) {
   return *newest_older;
 }
 
+bool folding_kernel_pays(int rows_per_cta, int column_gradients) {
+  return rows_per_cta == 1 && column_gradients >= 2;
+}
+
 bool folding_pays(std::int64_t partial_bytes_per_column, std::int64_t rows,
-                  std::int64_t row_bytes_per_column, int rows_per_cta, int column_gradients) {
-  return rows_per_cta == 1 && column_gradients >= 2 &&
-         kFoldShare * partial_bytes_per_column >= rows * row_bytes_per_column;
+                  std::int64_t row_bytes_per_column) {
+  return kFoldShare * partial_bytes_per_column >= rows * row_bytes_per_column;
 }
 
 bool peels_rows(const LoweredProgram& program, std::int64_t n, int vec) {
@@ -381,6 +384,11 @@ struct Rows {
         two_column_sums && !reads_statistics && !peel_rows && sixteen_bit_vectors;
   }
 
+  // CTAs of `cta_threads` threads the device holds at once, by threads per SM.
+  std::int64_t resident_ctas(int cta_threads) const {
+    return std::int64_t{limits.multiprocessors} * (limits.threads_per_multiprocessor / cta_threads);
+  }
+
   bool fits(const KernelConfig& config) const {
     const KernelSpec spec{io_dtype, param_dtype, n, config, peel_rows};
     return !config_problem(program, spec) &&
@@ -445,14 +453,13 @@ struct Rows {
     if (threads == 0 || persistent || peel_rows || !full_vectors || wide_phase ||
         row_input_count(program) != 1 || limits.threads_per_multiprocessor < 2048)
       return std::nullopt;
-    const std::int64_t resident_ctas =
-        std::int64_t{limits.multiprocessors} * (limits.threads_per_multiprocessor / threads);
-    if (launch_rows > 0 && m_bucket(launch_rows) <= resident_ctas) return std::nullopt;
+    const std::int64_t resident = resident_ctas(threads);
+    if (launch_rows > 0 && m_bucket(launch_rows) <= resident) return std::nullopt;
     // The second read finds the row in L2 only while the rows of every resident CTA fit there
     // (H200: 264 rows of 64 KiB, 16.5 MiB of its 60 MiB). A device with less L2 for as many
     // threads, or one whose L2 is unknown, keeps its rows in registers.
-    const auto in_flight_bytes = static_cast<std::size_t>(
-        resident_ctas * n * row_input_bytes(program, io_dtype, param_dtype));
+    const auto in_flight_bytes =
+        static_cast<std::size_t>(resident * n * row_input_bytes(program, io_dtype, param_dtype));
     if (in_flight_bytes * kRereadL2Share > limits.l2_bytes) return std::nullopt;
     const KernelConfig global{threads, 1, vec, static_cast<int>(RowStorage::global), 1, kPinByRule};
     if (!fits(global)) return std::nullopt;
@@ -485,9 +492,7 @@ struct Rows {
       config = KernelConfig{256, 1, vec, static_cast<int>(RowStorage::registers), 1, kPinByRule};
     } else if (comoments && chunks > kSixteenBitMidComomentVectors &&
                chunks < kForwardClusterRowVectors) {
-      const std::int64_t resident_ctas =
-          std::int64_t{limits.multiprocessors} * (limits.threads_per_multiprocessor / 512);
-      if (launch_rows > 0 && m_bucket(launch_rows) <= resident_ctas) return std::nullopt;
+      if (launch_rows > 0 && m_bucket(launch_rows) <= resident_ctas(512)) return std::nullopt;
       config = KernelConfig{512, 1, vec, static_cast<int>(RowStorage::prefetched), 1, kPinByRule};
     }
     if (!config || !fits(*config)) return std::nullopt;
@@ -543,15 +548,18 @@ struct Rows {
   std::optional<KernelConfig> short_recomputed_rows() const {
     if (!recomputing_backward || io_dtype != DType::bf16 || !full_vectors || peel_rows)
       return std::nullopt;
-    const bool one_vector_each = two_column_sums && (chunks == 16 || chunks == 32);
-    if (!one_vector_each && (two_column_sums || chunks != 16)) return std::nullopt;
-    const int threads = static_cast<int>(one_vector_each ? chunks : chunks / 2);
+    int threads = 0;
+    if (two_column_sums && (chunks == 16 || chunks == 32)) {
+      threads = static_cast<int>(chunks);  // one vector each
+    } else if (!two_column_sums && chunks == 16) {
+      threads = static_cast<int>(chunks / 2);  // two vectors each
+    } else {
+      return std::nullopt;
+    }
     const KernelConfig config{threads, kStackedCtaThreads / threads,
                               vec,     static_cast<int>(RowStorage::registers),
                               1,       kPinByRule};
-    const std::int64_t rows_per_pass = std::int64_t{limits.multiprocessors} *
-                                       (limits.threads_per_multiprocessor / kStackedCtaThreads) *
-                                       config.rows_per_cta;
+    const std::int64_t rows_per_pass = resident_ctas(kStackedCtaThreads) * config.rows_per_cta;
     if (launch_rows > 0 && m_bucket(launch_rows) < rows_per_pass) return std::nullopt;
     if (!fits(config)) return std::nullopt;
     return config;

@@ -716,10 +716,12 @@ struct Norm::State {
 
   // The cluster in which a persistent kernel folds its column partial sums: the largest of 8,
   // 4 and 2 CTAs that divides its grid and keeps all of it resident (clusters sit within a
-  // GPC, so a large one can leave SMs idle), else 1 (no cluster).
+  // GPC, so a large one can leave SMs idle), else 1 (no cluster; also for a kernel that folding
+  // does not pay for, folding_kernel_pays, so that loading it asks no cluster occupancy).
   int max_fold(const LoadedKernel& k) const {
-    if (!k.generated.folds_partials || !runtime->options.fold_partials ||
-        !runtime->limits.clusters())
+    if (!k.generated.folds_partials ||
+        !folding_kernel_pays(k.generated.rows_per_cta, k.generated.plan.column_partials) ||
+        !runtime->options.fold_partials || !runtime->limits.clusters())
       return 1;
     for (int ctas = kPortableClusterCtas; ctas > 1; ctas /= 2) {
       if (k.max_grid % ctas == 0 && resident_clusters(k, ctas) * ctas >= k.max_grid) return ctas;
@@ -774,10 +776,7 @@ struct Norm::State {
     const std::int64_t partial_bytes = blocks * k.generated.partials_per_cta *
                                        k.generated.plan.column_partials *
                                        static_cast<std::int64_t>(sizeof(float));
-    const int fold = folding_pays(partial_bytes, shape.rows, k.row_bytes, k.generated.rows_per_cta,
-                                  k.generated.plan.column_partials)
-                         ? k.max_fold
-                         : 1;
+    const int fold = folding_pays(partial_bytes, shape.rows, k.row_bytes) ? k.max_fold : 1;
     // Whole folding clusters; max_grid is a multiple of them, so this stays resident.
     blocks = (blocks + fold - 1) / fold * fold;
     return {blocks * k.generated.ctas_per_row, fold};

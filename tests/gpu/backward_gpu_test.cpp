@@ -580,8 +580,8 @@ TEST_CASE("backward: clusters fold the column partial sums, so the workspace shr
   }
   // The same kernels launched without clusters (one partial row per CTA) and with the
   // runtime's choice: both against the interpreter, the folded workspace a fraction of the
-  // other where the runtime folds (folding_pays: LayerNorm's two column gradients on CTAs of
-  // one row), the same where it does not. Covered: partial sums in shared memory (staged rows),
+  // other where the runtime folds (folding_kernel_pays: LayerNorm's two column gradients on CTAs
+  // of one row), the same where it does not. Covered: partial sums in shared memory (staged rows),
   // register sums folded through shared memory (a ragged N), recomputed statistics, M of one
   // row block and of many; and kept unfolded: two row groups (fp32), one column gradient.
   tilenorm::Runtime unfolded(

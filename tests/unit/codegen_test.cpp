@@ -1481,8 +1481,9 @@ TEST_CASE("codegen: a launch folds its partial sums where they are a noticeable 
     return partial_rows * gradients * 4;
   };
   auto folds = [&](std::int64_t partial_bytes, std::int64_t rows) {
-    return tilenorm::folding_pays(partial_bytes, rows, row_bytes, 1, 2);
+    return tilenorm::folding_pays(partial_bytes, rows, row_bytes);
   };
+  CHECK(tilenorm::folding_kernel_pays(1, 2));
   // LayerNorm at N = 5120, 8192, 16384 (M = 2^26 / N): 4.0-4.3% of the bytes.
   CHECK(folds(partial(396, 2), 13107));
   CHECK(folds(partial(264, 2), 8192));
@@ -1494,12 +1495,15 @@ TEST_CASE("codegen: a launch folds its partial sums where they are a noticeable 
   CHECK(folds(12, 64));
   CHECK_FALSE(folds(12, 65));
   CHECK(folds(partial(256, 2), 256));
-  // Never with one column gradient (RMSNorm at M = 256, N = 2048 on 256 CTAs), nor where a CTA
-  // holds several rows (LayerNorm at M = 4096, N = 128 on 256 CTAs of 16 rows), however large
-  // a share the partial sums are.
-  CHECK_FALSE(tilenorm::folding_pays(partial(256, 1), 256, row_bytes, 1, 1));
-  CHECK_FALSE(tilenorm::folding_pays(partial(256, 2), 4096, row_bytes, 16, 2));
-  CHECK_FALSE(tilenorm::folding_pays(partial(250, 2), 1000, row_bytes, 4, 2));
+  // Never a kernel of one column gradient (RMSNorm at M = 256, N = 2048 on 256 CTAs), nor one
+  // whose CTA holds several rows (LayerNorm at M = 4096, N = 128 on 256 CTAs of 16 rows; M =
+  // 1000, N = 1024 on 250 CTAs of 4), however large a share the partial sums are.
+  CHECK(folds(partial(256, 1), 256));
+  CHECK_FALSE(tilenorm::folding_kernel_pays(1, 1));
+  CHECK(folds(partial(256, 2), 4096));
+  CHECK_FALSE(tilenorm::folding_kernel_pays(16, 2));
+  CHECK(folds(partial(250, 2), 1000));
+  CHECK_FALSE(tilenorm::folding_kernel_pays(4, 2));
 }
 
 TEST_CASE("codegen: with clusters, the heuristic splits long rows") {

@@ -105,21 +105,24 @@ inline constexpr int kStackedClusterMinThreads = 64;
 int stacked_cluster_rows(const LoweredProgram& program, int threads_per_row,
                          std::int64_t row_vectors);
 
-// Whether a launch of a persistent kernel folds its column partial sums across a cluster
-// (GeneratedKernel::folds_partials), given the bytes of its unfolded partial sums per column
+// Whether a kernel that can fold its column partial sums across a cluster
+// (GeneratedKernel::folds_partials) gains by it at all: one row per CTA and two or more column
+// gradients (LayerNorm's). A CTA of several rows folds each column over all of them on a few
+// threads, and one column gradient saves half the bytes for the same barriers: on the H100 (bf16,
+// M = 256-4096, N = 128-4096, sixty-second session) every such fold lost, 1.02-3.8x the unfolded
+// time, while LayerNorm's one-row CTAs gained (M = 256, N = 2048 and 4096: 0.68-0.78x). The
+// runtime launches the others without clusters, and asks nothing of the device for them.
+bool folding_kernel_pays(int rows_per_cta, int column_gradients);
+
+// Whether a launch of such a kernel folds, given the bytes of its unfolded partial sums per column
 // (partial rows x column gradients x 4) and the bytes per column of one row in all the row
-// tensors: where the partial sums would be at least 1/kFoldShare of the bytes the rows move,
-// and only for a kernel with one row per CTA and two or more column gradients (LayerNorm's).
+// tensors: where the partial sums would be at least 1/kFoldShare of the bytes the rows move.
 // Folding costs a cluster barrier and each CTA's wait for its peers (on the H200, bf16
 // backwards: +2 to +8 points of the copy ceiling at 4-4.3% of the bytes, -4 to +1 at
-// 0.5-2.2%; see docs/performance.md). A CTA of several rows folds each column over all of
-// them on a few threads, and one column gradient saves half the bytes for the same barriers:
-// on the H100 (bf16, M = 256-4096, N = 128-4096, sixty-second session) every such fold lost,
-// 1.02-3.8x the unfolded time, while LayerNorm's one-row CTAs gained (M = 256, N = 2048 and
-// 4096: 0.68-0.78x).
+// 0.5-2.2%; see docs/performance.md).
 inline constexpr std::int64_t kFoldShare = 32;
 bool folding_pays(std::int64_t partial_bytes_per_column, std::int64_t rows,
-                  std::int64_t row_bytes_per_column, int rows_per_cta, int column_gradients);
+                  std::int64_t row_bytes_per_column);
 
 // Whether a kernel that can fetch its column parameters before the row loop
 // (KernelSpec::early_columns) should, given the vectors of them each thread would hold: where
