@@ -154,11 +154,18 @@ int dry_run(const tn::TuneCommand& command) {
     const tn::LoweredProgram lowered = tn::lower(shape.program);
     const tn::SearchSpace space =
         tn::explore_search_space(lowered, shape.io_dtype, shape.param_dtype, shape.n, limits);
-    const tn::KernelConfig heuristic =
-        tn::contiguous_rows_heuristic(lowered, shape.io_dtype, shape.param_dtype, shape.n, limits);
-    const bool heuristic_in_space =
-        std::any_of(space.candidates.begin(), space.candidates.end(),
-                    [&](const tn::Candidate& c) { return c.config == heuristic; });
+    auto in_space = [&](const tn::KernelConfig& config) {
+      return std::any_of(space.candidates.begin(), space.candidates.end(),
+                         [&](const tn::Candidate& c) { return c.config == config; });
+    };
+    // The runtime's choice for each timed M (fewer rows may change it), each in the space or
+    // timed as well.
+    std::vector<tn::KernelConfig> heuristics;
+    for (std::int64_t m : shape.row_counts) {
+      heuristics.push_back(tn::contiguous_rows_heuristic(lowered, shape.io_dtype, shape.param_dtype,
+                                                         shape.n, limits, m));
+    }
+    const bool heuristic_in_space = std::all_of(heuristics.begin(), heuristics.end(), in_space);
     ++shapes;
     most = std::max(most, space.candidates.size());
     least = std::min(least, space.candidates.size());
@@ -171,9 +178,13 @@ int dry_run(const tn::TuneCommand& command) {
     std::cout << "\n"
               << shape.kernel << " " << dtype << " N=" << shape.n << ": " << space.candidates.size()
               << " candidates of " << space.total()
-              << " configurations; M = " << join_counts(shape.row_counts)
-              << "\n  heuristic: " << tn::short_config(heuristic)
-              << (heuristic_in_space ? " (in the space)" : " (timed as well)") << "\n";
+              << " configurations; M = " << join_counts(shape.row_counts) << "\n";
+    for (std::size_t i = 0; i < heuristics.size(); ++i) {
+      if (i > 0 && heuristics[i] == heuristics[0]) continue;
+      std::cout << "  heuristic" << (i > 0 ? " at M = " + std::to_string(shape.row_counts[i]) : "")
+                << ": " << tn::short_config(heuristics[i])
+                << (in_space(heuristics[i]) ? " (in the space)" : " (timed as well)") << "\n";
+    }
     for (const tn::Candidate& candidate : space.candidates) {
       std::cout << "  candidate " << tn::short_config(candidate.config);
       if (candidate.dynamic_shared_bytes) {

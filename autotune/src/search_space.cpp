@@ -439,9 +439,10 @@ ContiguousRows contiguous_rows(const LoweredProgram& program, DType io_dtype, DT
 
 KernelConfig contiguous_rows_heuristic(const LoweredProgram& program, DType io_dtype,
                                        DType param_dtype, std::int64_t n,
-                                       const DeviceLimits& limits) {
+                                       const DeviceLimits& limits, std::int64_t launch_rows) {
   const ContiguousRows rows = contiguous_rows(program, io_dtype, param_dtype, n);
-  return heuristic_config(program, io_dtype, param_dtype, n, limits, rows.vec, rows.peel_rows);
+  return heuristic_config(program, io_dtype, param_dtype, n, limits, rows.vec, rows.peel_rows,
+                          launch_rows);
 }
 
 SearchSpace explore_search_space(const LoweredProgram& program, DType io_dtype, DType param_dtype,

@@ -211,7 +211,7 @@ class Timer {
   std::size_t next_set_ = 0;
 };
 
-// A spill drops a candidate of the search space, but not the heuristic default: that is what the
+// A spill drops a candidate of the search space, but not a heuristic default: that is what the
 // runtime launches when the database has no entry, so the tuner's winner must be timed against
 // it, spills and all (LayerNorm's fp32 recomputing backward at N = 262144 spills 16 bytes and
 // ran at 56% of the copy ceiling, where the tuner, without it, stored a candidate at 44%).
@@ -234,8 +234,8 @@ std::optional<std::string> compile_problem(const LoweredProgram& program, const 
 // runtime's target (Runtime::arch()).
 std::vector<std::optional<std::string>> compile_all(
     const LoweredProgram& program, const TuneShape& shape, const std::vector<KernelConfig>& configs,
-    const KernelConfig& heuristic, const driver::DeviceInfo& device, const DeviceLimits& limits,
-    const std::string& arch, unsigned threads, Progress& progress) {
+    const std::vector<KernelConfig>& heuristics, const driver::DeviceInfo& device,
+    const DeviceLimits& limits, const std::string& arch, unsigned threads, Progress& progress) {
   std::vector<std::optional<std::string>> problems(configs.size());
   const std::string stage = "compiling " + shape_name(shape);
   std::atomic<std::size_t> next{0};
@@ -246,7 +246,8 @@ std::vector<std::optional<std::string>> compile_all(
       KernelSpec spec{shape.io_dtype, shape.param_dtype, shape.n, configs[i]};
       spec.peel_rows = shape.n % configs[i].vec != 0;
       spec = fit_shared_memory(program, spec, limits);  // as the runtime will launch it
-      const bool spills_allowed = configs[i] == heuristic;
+      const bool spills_allowed =
+          std::find(heuristics.begin(), heuristics.end(), configs[i]) != heuristics.end();
       problems[i] = compile_problem(program, spec, arch, spills_allowed);
       // And with the column parameters fetched early, where the runtime will for a timed M.
       const bool early = std::any_of(
@@ -304,9 +305,20 @@ struct Session {
 struct Plan {
   const TuneShape& shape;
   SearchSpace space;
-  KernelConfig heuristic;
-  bool heuristic_in_space = false;
+  // What the runtime launches without a database at each M of shape.row_counts (the heuristic
+  // for a launch of that many rows), and those of them the search space lacks, which are
+  // compiled and checked as well.
+  std::vector<KernelConfig> heuristics;
+  std::vector<KernelConfig> extra_heuristics;
   std::size_t progress_units = 0;
+
+  bool in_space(const KernelConfig& config) const {
+    return std::any_of(space.candidates.begin(), space.candidates.end(),
+                       [&](const Candidate& c) { return c.config == config; });
+  }
+  bool is_heuristic(const KernelConfig& config) const {
+    return std::find(heuristics.begin(), heuristics.end(), config) != heuristics.end();
+  }
 };
 
 struct ShapeOutcome {
@@ -315,20 +327,21 @@ struct ShapeOutcome {
   std::string aborted;               // why the sweep must stop, when it must
 };
 
-TuneResult blank_result(const Plan& plan, std::int64_t m) {
+TuneResult blank_result(const Plan& plan, std::size_t row_count) {
   TuneResult result;
   result.kernel = plan.shape.kernel;
   result.io_dtype = plan.shape.io_dtype;
   result.param_dtype = plan.shape.param_dtype;
   result.n = plan.shape.n;
-  result.m = m;
-  result.heuristic = plan.heuristic;
+  result.m = plan.shape.row_counts[row_count];
+  result.heuristic = plan.heuristics[row_count];
   result.total = plan.space.total();
   result.pruned = plan.space.pruned.size();
   return result;
 }
 
-// Times the checked candidates at one M and fills in the winner.
+// Times the checked candidates at one M and fills in the winner, timing the heuristic default
+// for this M (result.heuristic) among the finalists unless it failed.
 void time_rows(const Norm& norm, const Plan& plan, const Session& session,
                const std::vector<KernelConfig>& checked, bool heuristic_checked, Progress& progress,
                TuneResult& result) {
@@ -349,7 +362,7 @@ void time_rows(const Norm& norm, const Plan& plan, const Session& session,
     } catch (const Error& e) {
       result.failures.push_back({config, "launch failed: " + std::string(e.what())});
     }
-    if (plan.heuristic_in_space || !(config == plan.heuristic)) ++result.failed;
+    if (plan.in_space(config)) ++result.failed;
     return false;
   };
 
@@ -378,14 +391,15 @@ void time_rows(const Norm& norm, const Plan& plan, const Session& session,
     finalists.push_back(first_round[i].second);
   }
   // The heuristic joins unless it failed: in the check, or (when in the space) in this round.
+  const KernelConfig& heuristic_config = result.heuristic;
   const bool heuristic_survived =
       heuristic_checked &&
-      (!plan.heuristic_in_space ||
+      (!plan.in_space(heuristic_config) ||
        std::any_of(first_round.begin(), first_round.end(),
-                   [&](const auto& timed) { return timed.second == plan.heuristic; }));
+                   [&](const auto& timed) { return timed.second == heuristic_config; }));
   if (heuristic_survived &&
-      std::find(finalists.begin(), finalists.end(), plan.heuristic) == finalists.end()) {
-    finalists.push_back(plan.heuristic);
+      std::find(finalists.begin(), finalists.end(), heuristic_config) == finalists.end()) {
+    finalists.push_back(heuristic_config);
   }
   std::vector<std::vector<double>> samples(finalists.size());
   std::vector<bool> alive(finalists.size(), true);
@@ -418,7 +432,7 @@ void time_rows(const Norm& norm, const Plan& plan, const Session& session,
   result.median_us = medians[*best];
   result.tbps = bytes / (result.median_us * 1e-6) / 1e12;
   result.percent_of_copy = session.copy_tbps > 0 ? 100.0 * result.tbps / session.copy_tbps : 0;
-  const auto heuristic = std::find(finalists.begin(), finalists.end(), plan.heuristic);
+  const auto heuristic = std::find(finalists.begin(), finalists.end(), heuristic_config);
   const auto heuristic_index = static_cast<std::size_t>(heuristic - finalists.begin());
   if (heuristic != finalists.end() && alive[heuristic_index]) {
     result.heuristic_us = medians[heuristic_index];
@@ -430,7 +444,8 @@ ShapeOutcome tune_shape(Runtime& runtime, const Plan& plan, const Session& sessi
                         Progress& progress, std::size_t progress_end) {
   const TuneShape& shape = plan.shape;
   ShapeOutcome outcome;
-  for (std::int64_t m : shape.row_counts) outcome.results.push_back(blank_result(plan, m));
+  for (std::size_t i = 0; i < shape.row_counts.size(); ++i)
+    outcome.results.push_back(blank_result(plan, i));
   auto fail_all = [&](const std::string& error) {
     for (TuneResult& result : outcome.results) {
       if (!result.ok && result.error.empty()) result.error = error;
@@ -440,37 +455,38 @@ ShapeOutcome tune_shape(Runtime& runtime, const Plan& plan, const Session& sessi
     const Norm norm = runtime.load(shape.program);
     std::vector<KernelConfig> configs;
     for (const Candidate& candidate : plan.space.candidates) configs.push_back(candidate.config);
-    if (!plan.heuristic_in_space) configs.push_back(plan.heuristic);
+    configs.insert(configs.end(), plan.extra_heuristics.begin(), plan.extra_heuristics.end());
     const std::vector<std::optional<std::string>> compile_problems =
-        compile_all(norm.lowered(), shape, configs, plan.heuristic, session.info, session.limits,
+        compile_all(norm.lowered(), shape, configs, plan.heuristics, session.info, session.limits,
                     runtime.arch(), session.compile_threads, progress);
 
     // Check every compiled configuration once per shape, before any of its times count.
     std::vector<CandidateFailure> failures;
-    std::vector<KernelConfig> checked;
-    bool heuristic_checked = false;
+    std::vector<KernelConfig> checked, checked_heuristics;
     const std::string stage = "checking " + shape_name(shape);
     for (std::size_t i = 0; i < configs.size(); ++i) {
       std::optional<std::string> problem = compile_problems[i];
       if (!problem) problem = check_problem(norm, shape, configs[i]);
       progress.step(stage);
-      const bool is_heuristic = configs[i] == plan.heuristic;
+      const bool is_heuristic = plan.is_heuristic(configs[i]);
       if (problem) {
         failures.push_back({configs[i], (is_heuristic ? "(heuristic default) " : "") + *problem});
         continue;
       }
-      heuristic_checked = heuristic_checked || is_heuristic;
+      if (is_heuristic) checked_heuristics.push_back(configs[i]);
       if (i < plan.space.candidates.size()) checked.push_back(configs[i]);
     }
     const std::size_t failed = static_cast<std::size_t>(
-        std::count_if(failures.begin(), failures.end(), [&](const CandidateFailure& f) {
-          return plan.heuristic_in_space || !(f.config == plan.heuristic);
-        }));
+        std::count_if(failures.begin(), failures.end(),
+                      [&](const CandidateFailure& f) { return plan.in_space(f.config); }));
 
     for (TuneResult& result : outcome.results) {
       result.failures = failures;
       result.failed = failed;
       try {
+        const bool heuristic_checked =
+            std::find(checked_heuristics.begin(), checked_heuristics.end(), result.heuristic) !=
+            checked_heuristics.end();
         time_rows(norm, plan, session, checked, heuristic_checked, progress, result);
       } catch (const driver::CudaError& e) {
         ensure_context_usable("timing at M=" + std::to_string(result.m));
@@ -543,12 +559,18 @@ TuneReport tune(const std::vector<TuneShape>& shapes, const TuneOptions& options
     Plan plan{
         shape,
         explore_search_space(lowered, shape.io_dtype, shape.param_dtype, shape.n, session.limits),
-        contiguous_rows_heuristic(lowered, shape.io_dtype, shape.param_dtype, shape.n,
-                                  session.limits)};
-    plan.heuristic_in_space =
-        std::any_of(plan.space.candidates.begin(), plan.space.candidates.end(),
-                    [&](const Candidate& c) { return c.config == plan.heuristic; });
-    const std::size_t compiled = plan.space.candidates.size() + (plan.heuristic_in_space ? 0 : 1);
+        {},
+        {}};
+    for (std::int64_t m : shape.row_counts) {
+      const KernelConfig heuristic = contiguous_rows_heuristic(
+          lowered, shape.io_dtype, shape.param_dtype, shape.n, session.limits, m);
+      plan.heuristics.push_back(heuristic);
+      if (!plan.in_space(heuristic) &&
+          std::find(plan.extra_heuristics.begin(), plan.extra_heuristics.end(), heuristic) ==
+              plan.extra_heuristics.end())
+        plan.extra_heuristics.push_back(heuristic);
+    }
+    const std::size_t compiled = plan.space.candidates.size() + plan.extra_heuristics.size();
     // One unit per compile, per check, and per first-round timing at each M.
     plan.progress_units = 2 * compiled + shape.row_counts.size() * plan.space.candidates.size();
     total_units += plan.progress_units;

@@ -605,6 +605,34 @@ TEST_CASE("the tuner times the heuristic default where it spills, and stores not
   CHECK(result.median_us <= result.heuristic_us);
 }
 
+TEST_CASE("the tuner times each M against what the runtime launches for that many rows") {
+  // LayerNorm's bf16 backward at N = 128: the runtime stacks 32 rows per CTA for many rows and
+  // fewer for few (fit_to_launch), so the tuner's heuristic default, and the speedup it reports,
+  // differ per M.
+  const std::int64_t n = 128;
+  const tilenorm::ir::Program& program = tilenorm::kernels::builtin_program("layer_norm_backward");
+  tilenorm::TuneOptions options;
+  options.repeats = 3;
+  options.final_repeats = 6;
+  const std::vector<std::int64_t> row_counts = {256, 65536};
+  const tilenorm::TuneReport report = tilenorm::tune(
+      {{"layer_norm_backward", program, DType::bf16, DType::bf16, n, row_counts}}, options);
+  REQUIRE(report.results.size() == row_counts.size());
+  const tilenorm::Norm norm = runtime().load(program);
+  const tilenorm::DeviceLimits limits = tilenorm::device_limits(tilenorm::driver::device_info(0));
+  for (const tilenorm::TuneResult& result : report.results) {
+    CAPTURE(result.m);
+    CAPTURE(result.error);
+    REQUIRE(result.ok);
+    CHECK(result.heuristic == tilenorm::heuristic_config(norm.lowered(), DType::bf16, DType::bf16,
+                                                         n, limits, 0, false, result.m));
+    // The runtime's own choice ran in the final rounds, and nothing slower was kept.
+    CHECK(result.heuristic_us > 0);
+    CHECK(result.median_us <= result.heuristic_us);
+  }
+  CHECK(report.results[0].heuristic.rows_per_cta < report.results[1].heuristic.rows_per_cta);
+}
+
 TEST_CASE("driver: buffers, streams, events and a compiled kernel") {
   const driver::Api& cuda = driver::api();
   CUcontext context = driver::primary_context(0);

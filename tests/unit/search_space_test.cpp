@@ -15,6 +15,7 @@
 #include "tilenorm/autotune/tuner.hpp"
 #include "tilenorm/dsl/autodiff.hpp"
 #include "tilenorm/kernels/programs.hpp"
+#include "tilenorm/runtime/heuristics.hpp"
 #include "tilenorm/runtime/tuning_db.hpp"
 
 namespace {
@@ -670,6 +671,33 @@ TEST_CASE("cli: usage errors say what is wrong and what to write") {
   CHECK(contains(usage_error({"merge", "out.json"}), "IN is required"));
   CHECK(contains(usage_error({"merge", "out.json", "--force", "a.json"}),
                  "argument was not expected: --force"));
+}
+
+TEST_CASE("search space: the tuner compares each M against the runtime's choice for that M") {
+  // What the runtime launches without a database depends on the launch's rows: few rows stack
+  // fewer per CTA (LayerNorm's bf16 backward at N = 128: 8 x 32 for many rows, 8 x 8 for 256),
+  // and some rules apply to many rows only (its recompute: 16 x 16 in registers, not at 256).
+  const auto limits = tilenorm::DeviceLimits::hopper();
+  for (const char* kernel : {"layer_norm_backward", "layer_norm_backward_recompute"}) {
+    CAPTURE(kernel);
+    const tilenorm::LoweredProgram program = lowered(kernel);
+    auto heuristic = [&](std::int64_t rows) {
+      return tilenorm::contiguous_rows_heuristic(program, DType::bf16, DType::bf16, 128, limits,
+                                                 rows);
+    };
+    CHECK(heuristic(0) == heuristic(std::int64_t{1} << 19));
+    CHECK(heuristic(256) == tilenorm::heuristic_config(program, DType::bf16, DType::bf16, 128,
+                                                       limits, 0, false, 256));
+    CHECK(heuristic(256).rows_per_cta == 8);
+    CHECK(heuristic(0).rows_per_cta > 8);
+    // Both are candidates, so the tuner times them in its first round.
+    const tilenorm::SearchSpace space =
+        tilenorm::explore_search_space(program, DType::bf16, DType::bf16, 128, limits);
+    for (std::int64_t rows : {std::int64_t{0}, std::int64_t{256}}) {
+      CHECK(std::any_of(space.candidates.begin(), space.candidates.end(),
+                        [&](const tilenorm::Candidate& c) { return c.config == heuristic(rows); }));
+    }
+  }
 }
 
 TEST_CASE("cli: peeled row shifts by name, and what to write otherwise") {

@@ -53,10 +53,11 @@ enum class PruneRule {
 std::string_view prune_rule_name(PruneRule rule);
 
 // The heuristic configuration the runtime picks for contiguous rows of N (peeled where N
-// misaligns the rows and the kernel can peel): what tuning compares its winner against.
+// misaligns the rows and the kernel can peel) in a launch of `launch_rows` rows (0: many): what
+// tuning compares its winner at that M against.
 KernelConfig contiguous_rows_heuristic(const LoweredProgram& program, DType io_dtype,
                                        DType param_dtype, std::int64_t n,
-                                       const DeviceLimits& limits);
+                                       const DeviceLimits& limits, std::int64_t launch_rows = 0);
 
 struct Candidate {
   KernelConfig config;

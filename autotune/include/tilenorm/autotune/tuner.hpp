@@ -56,7 +56,7 @@ struct TuneResult {
   double tbps = 0;             // (row inputs read + row outputs written) / median time
   double percent_of_copy = 0;  // tbps relative to the session's device-to-device copy
 
-  KernelConfig heuristic{};
+  KernelConfig heuristic{};  // what the runtime launches at this M without a database entry
   double heuristic_us = 0;  // 0 when the heuristic configuration itself failed
   double speedup = 0;       // heuristic_us / median_us; 0 when heuristic_us is 0
 
