@@ -57,8 +57,8 @@ struct TuneResult {
   double percent_of_copy = 0;  // tbps relative to the session's device-to-device copy
 
   KernelConfig heuristic{};  // what the runtime launches at this M without a database entry
-  double heuristic_us = 0;  // 0 when the heuristic configuration itself failed
-  double speedup = 0;       // heuristic_us / median_us; 0 when heuristic_us is 0
+  double heuristic_us = 0;   // 0 when the heuristic configuration itself failed
+  double speedup = 0;        // heuristic_us / median_us; 0 when heuristic_us is 0
 
   std::size_t total = 0;   // configurations enumerated
   std::size_t pruned = 0;  // removed before compiling
