@@ -530,35 +530,46 @@ struct Rows {
     return config;
   }
 
-  // Recomputing bf16 backwards of rows of 16 and 32 vectors (N = 128 and 256) keep their rows
-  // in registers, not prefetched: with two column sums (LayerNorm) one vector per thread, with
-  // one (RMSNorm, LayerNorm without bias) two, 32 rows per CTA, at 16 vectors only. The H100
-  // tuner's best (sixty-first session, call 2, tilenorm-tune --show-candidates, bf16, M = 2^26 /
-  // N, % of the copy ceiling, against the rules below): LayerNorm N = 128 on 16 x 16 91.8%
-  // against 87.3% on 8 x 32 prefetched, N = 256 on 32 x 8 92.1% against 87.6% on 16 x 16
-  // prefetched; N = 128 on 8 x 32 RMSNorm 89.8% against 88.3%, without bias 91.0% against 87.7%
-  // (16 x 16 prefetched). At N = 256 with one column sum the two kernels' best differed (RMSNorm
-  // 8 x 32 prefetched, without bias the rules' 32 x 8), so those rows keep the rules.
-  // The benchmark, sixty-second session, call 6 against call 5 (main, the same day and card
-  // kind; the unchanged saved backwards 1.0-1.3 points lower in call 6): LayerNorm N = 128 88.3 ->
-  // 91.6%, N = 256 88.3 -> 91.7%, RMSNorm N = 128 89.3 -> 90.4%. Only for launches of more rows
-  // than one pass of such CTAs over the device covers: at M = 256 and 1000 (one row block per
-  // CTA) the same call measured LayerNorm 256 x 256 5.14 -> 5.50 us and without bias 256 x 128 4.53
-  // -> 4.83 us, 1000 x 128 4.87 -> 5.15 us.
-  std::optional<KernelConfig> short_recomputed_rows() const {
-    if (!recomputing_backward || io_dtype != DType::bf16 || !full_vectors || peel_rows)
-      return std::nullopt;
+  // Short 16-bit backward rows take the H100 tuner's best configurations on CTAs of 256
+  // threads, where the other rules (short_backward_rows and the general ones) measured lower:
+  // - recomputing, two column sums (LayerNorm): rows of 16 and 32 vectors (N = 128, 256) one
+  //   vector per thread in registers, bf16 and fp16; rows of 64 (N = 512) four vectors per
+  //   thread in registers, bf16 (fp16 was not measured there);
+  // - one column sum (RMSNorm, LayerNorm without bias), rows of 16 vectors: two vectors per thread,
+  //   in registers where the backward recomputes (bf16 and fp16), prefetched where it reads
+  //   saved statistics (bf16).
+  // The tuner (sixty-first session, call 2, tilenorm-tune --show-candidates, bf16, M = 2^26 / N,
+  // % of the copy ceiling, against the rules): recomputing LayerNorm N = 128 on 16 x 16 91.8%
+  // against 87.3% on 8 x 32 prefetched, N = 256 on 32 x 8 92.1% against 87.6%, N = 512 on 16 x 16
+  // 91.8% against 87.2% on 64 x 4 prefetched; N = 128 on 8 x 32 recomputing RMSNorm 89.8% against
+  // 88.3%, without bias 91.0% against 87.7%; reading saved statistics RMSNorm 90.8% against
+  // 88.9%, without bias 92.8% against 90.1% (16 x 16 prefetched). At N = 256 with one column sum
+  // the two kernels' best differed, so those rows keep the rules.
+  // The benchmark against the rules, in the same call (H100, M = 2^26 / N): sixty-second session,
+  // call 6, bf16 recomputing LayerNorm N = 128 88.3 -> 91.6%, 256 88.3 -> 91.7%, RMSNorm 128 89.3
+  // -> 90.4%; sixty-third session, bf16 recomputing LayerNorm 512 90.5 -> 93.9%, saved RMSNorm
+  // 128 90.5 -> 91.9%; fp16 recomputing LayerNorm 128 88.1 -> 92.5%, 256 88.1 -> 91.1%, RMSNorm
+  // 128 89.7 -> 91.3% (NVRTC gives fp16 bf16's registers here: LayerNorm 64, one sum 75-79).
+  // Only for launches of more rows than one pass of such CTAs over the device covers: at M = 256
+  // and 1000 (one row block per CTA) the sixty-second session measured LayerNorm 256 x 256 5.14 ->
+  // 5.50 us and without bias 256 x 128 4.53 -> 4.83 us, 1000 x 128 4.87 -> 5.15 us.
+  std::optional<KernelConfig> tuned_short_backward_rows() const {
+    if (!persistent || !sixteen_bit_vectors || peel_rows) return std::nullopt;
+    const bool bf16 = io_dtype == DType::bf16;
     int threads = 0;
-    if (two_column_sums && (chunks == 16 || chunks == 32)) {
+    RowStorage storage = RowStorage::registers;
+    if (recomputing_backward && two_column_sums && (chunks == 16 || chunks == 32)) {
       threads = static_cast<int>(chunks);  // one vector each
-    } else if (!two_column_sums && chunks == 16) {
+    } else if (recomputing_backward && two_column_sums && chunks == 64 && bf16) {
+      threads = static_cast<int>(chunks / 4);  // four vectors each
+    } else if (!two_column_sums && chunks == 16 && (recomputing_backward || bf16)) {
       threads = static_cast<int>(chunks / 2);  // two vectors each
+      if (!recomputing_backward) storage = RowStorage::prefetched;
     } else {
       return std::nullopt;
     }
-    const KernelConfig config{threads, kStackedCtaThreads / threads,
-                              vec,     static_cast<int>(RowStorage::registers),
-                              1,       kPinByRule};
+    const KernelConfig config{
+        threads, kStackedCtaThreads / threads, vec, static_cast<int>(storage), 1, kPinByRule};
     const std::int64_t rows_per_pass = resident_ctas(kStackedCtaThreads) * config.rows_per_cta;
     if (launch_rows > 0 && m_bucket(launch_rows) < rows_per_pass) return std::nullopt;
     if (!fits(config)) return std::nullopt;
@@ -1169,9 +1180,9 @@ KernelConfig heuristic_config(const LoweredProgram& program, DType io_dtype, DTy
     if (std::optional<KernelConfig> mid = rows.mid_rows_one_cta()) return *mid;
     if (std::optional<KernelConfig> reread = rows.rereading_one_cta()) return *reread;
     if (std::optional<KernelConfig> ragged = rows.ragged_comoment_one_cta()) return *ragged;
+    if (std::optional<KernelConfig> tuned_short = rows.tuned_short_backward_rows())
+      return *tuned_short;
     if (std::optional<KernelConfig> short_rows = rows.short_backward_rows()) return *short_rows;
-    if (std::optional<KernelConfig> short_recomputed = rows.short_recomputed_rows())
-      return *short_recomputed;
     // The device's own clusters, if any, else a software cluster where one fits.
     for (const bool software : {false, true}) {
       if (std::optional<KernelConfig> clustered = rows.on_clusters(software)) return *clustered;

@@ -436,36 +436,47 @@ TEST_CASE("backward: rows staged in shared memory (cp.async) match the interpret
   CHECK(checked == 48);
 }
 
-TEST_CASE("backward: short recomputed bf16 rows in registers, as the heuristic picks them") {
-  // short_recomputed_rows: rows of 16 and 32 vectors on launches of more rows than one pass of
-  // its CTAs covers (LayerNorm at N = 128: 132 SMs x 8 CTAs x 16 rows on the H100), each thread
-  // one vector with two column sums, two with one; fewer rows keep the other rules (M = 1000).
-  // No configuration is forced: the test checks what the runtime chose, so that the quick
-  // matrix (no N = 128 at many rows) still runs these kernels.
+TEST_CASE("backward: short 16-bit rows on the tuned configurations, as the heuristic picks them") {
+  // tuned_short_backward_rows: rows of 16-64 vectors on launches of more rows than one pass of
+  // its CTAs covers (LayerNorm at N = 128: 132 SMs x 8 CTAs x 16 rows on the H100); fewer rows
+  // keep the other rules (M = 1000). No configuration is forced: the test checks what the
+  // runtime chose, so that the quick matrix (no N = 128 at many rows) still runs these kernels.
   constexpr int registers = static_cast<int>(tilenorm::RowStorage::registers);
+  constexpr int prefetched = static_cast<int>(tilenorm::RowStorage::prefetched);
+  constexpr auto recompute = tilenorm::StatisticsMode::recompute;
+  constexpr auto saved = tilenorm::StatisticsMode::saved;
   struct Case {
     const char* kernel;
+    tilenorm::StatisticsMode mode;
+    DType dtype;
     std::int64_t n;
     std::int64_t m;
     tilenorm::KernelConfig expected;  // threads_per_row 0: any configuration not in registers
   };
   const Case cases[] = {
-      {"layer_norm", 128, 20000, {16, 16, 8, registers, 1, 0}},
-      {"layer_norm", 256, 10000, {32, 8, 8, registers, 1, 0}},
-      {"rms_norm", 128, 40000, {8, 32, 8, registers, 1, 0}},
-      {"layer_norm_no_bias", 128, 40000, {8, 32, 8, registers, 1, 0}},
-      {"layer_norm", 128, 1000, {}},
+      {"layer_norm", recompute, DType::bf16, 128, 20000, {16, 16, 8, registers, 1, 0}},
+      {"layer_norm", recompute, DType::bf16, 256, 10000, {32, 8, 8, registers, 1, 0}},
+      {"layer_norm", recompute, DType::bf16, 512, 20000, {16, 16, 8, registers, 1, 0}},
+      {"rms_norm", recompute, DType::bf16, 128, 40000, {8, 32, 8, registers, 1, 0}},
+      {"layer_norm_no_bias", recompute, DType::bf16, 128, 40000, {8, 32, 8, registers, 1, 0}},
+      {"layer_norm", recompute, DType::f16, 128, 20000, {16, 16, 8, registers, 1, 0}},
+      {"rms_norm", recompute, DType::f16, 128, 40000, {8, 32, 8, registers, 1, 0}},
+      {"rms_norm", saved, DType::bf16, 128, 40000, {8, 32, 8, prefetched, 1, 0}},
+      {"layer_norm", recompute, DType::bf16, 128, 1000, {}},
   };
   int checked = 0;
   for (const Case& c : cases) {
     CAPTURE(c.kernel);
     CAPTURE(c.n);
     CAPTURE(c.m);
-    const tilenorm::Norm norm = backward_runtime().load(tilenorm::backward(
-        tilenorm::kernels::builtin_program(c.kernel), {tilenorm::StatisticsMode::recompute}));
+    CAPTURE(tilenorm::dtype_name(c.dtype));
+    const bool recomputes = c.mode == recompute;
+    CAPTURE(recomputes);
+    const tilenorm::Norm norm = backward_runtime().load(
+        tilenorm::backward(tilenorm::kernels::builtin_program(c.kernel), {c.mode}));
     const auto report = tilenorm::check_against_interpreter(
-        norm, {.io_dtype = DType::bf16,
-               .param_dtype = DType::bf16,
+        norm, {.io_dtype = c.dtype,
+               .param_dtype = c.dtype,
                .rows = c.m,
                .cols = c.n,
                .seed = 620u + static_cast<unsigned>(checked),
@@ -482,7 +493,7 @@ TEST_CASE("backward: short recomputed bf16 rows in registers, as the heuristic p
     }
     ++checked;
   }
-  CHECK(checked == 5);
+  CHECK(checked == 9);
 }
 
 TEST_CASE("backward: under 99 KiB of shared memory per CTA, column partial sums in registers") {
