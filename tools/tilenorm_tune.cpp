@@ -154,10 +154,6 @@ int dry_run(const tn::TuneCommand& command) {
     const tn::LoweredProgram lowered = tn::lower(shape.program);
     const tn::SearchSpace space =
         tn::explore_search_space(lowered, shape.io_dtype, shape.param_dtype, shape.n, limits);
-    auto in_space = [&](const tn::KernelConfig& config) {
-      return std::any_of(space.candidates.begin(), space.candidates.end(),
-                         [&](const tn::Candidate& c) { return c.config == config; });
-    };
     // The runtime's choice for each timed M (fewer rows may change it), each in the space or
     // timed as well.
     std::vector<tn::KernelConfig> heuristics;
@@ -165,7 +161,9 @@ int dry_run(const tn::TuneCommand& command) {
       heuristics.push_back(tn::contiguous_rows_heuristic(lowered, shape.io_dtype, shape.param_dtype,
                                                          shape.n, limits, m));
     }
-    const bool heuristic_in_space = std::all_of(heuristics.begin(), heuristics.end(), in_space);
+    const bool heuristic_in_space =
+        std::all_of(heuristics.begin(), heuristics.end(),
+                    [&](const tn::KernelConfig& config) { return space.contains(config); });
     ++shapes;
     most = std::max(most, space.candidates.size());
     least = std::min(least, space.candidates.size());
@@ -183,7 +181,7 @@ int dry_run(const tn::TuneCommand& command) {
       if (i > 0 && heuristics[i] == heuristics[0]) continue;
       std::cout << "  heuristic" << (i > 0 ? " at M = " + std::to_string(shape.row_counts[i]) : "")
                 << ": " << tn::short_config(heuristics[i])
-                << (in_space(heuristics[i]) ? " (in the space)" : " (timed as well)") << "\n";
+                << (space.contains(heuristics[i]) ? " (in the space)" : " (timed as well)") << "\n";
     }
     for (const tn::Candidate& candidate : space.candidates) {
       std::cout << "  candidate " << tn::short_config(candidate.config);

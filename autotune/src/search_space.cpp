@@ -1,5 +1,6 @@
 #include "tilenorm/autotune/search_space.hpp"
 
+#include <algorithm>
 #include <boost/hana.hpp>
 #include <numeric>
 #include <optional>
@@ -436,6 +437,11 @@ ContiguousRows contiguous_rows(const LoweredProgram& program, DType io_dtype, DT
 }
 
 }  // namespace
+
+bool SearchSpace::contains(const KernelConfig& config) const {
+  return std::any_of(candidates.begin(), candidates.end(),
+                     [&](const Candidate& candidate) { return candidate.config == config; });
+}
 
 KernelConfig contiguous_rows_heuristic(const LoweredProgram& program, DType io_dtype,
                                        DType param_dtype, std::int64_t n,

@@ -312,10 +312,6 @@ struct Plan {
   std::vector<KernelConfig> extra_heuristics;
   std::size_t progress_units = 0;
 
-  bool in_space(const KernelConfig& config) const {
-    return std::any_of(space.candidates.begin(), space.candidates.end(),
-                       [&](const Candidate& c) { return c.config == config; });
-  }
   bool is_heuristic(const KernelConfig& config) const {
     return std::find(heuristics.begin(), heuristics.end(), config) != heuristics.end();
   }
@@ -362,7 +358,7 @@ void time_rows(const Norm& norm, const Plan& plan, const Session& session,
     } catch (const Error& e) {
       result.failures.push_back({config, "launch failed: " + std::string(e.what())});
     }
-    if (plan.in_space(config)) ++result.failed;
+    if (plan.space.contains(config)) ++result.failed;
     return false;
   };
 
@@ -394,7 +390,7 @@ void time_rows(const Norm& norm, const Plan& plan, const Session& session,
   const KernelConfig& heuristic_config = result.heuristic;
   const bool heuristic_survived =
       heuristic_checked &&
-      (!plan.in_space(heuristic_config) ||
+      (!plan.space.contains(heuristic_config) ||
        std::any_of(first_round.begin(), first_round.end(),
                    [&](const auto& timed) { return timed.second == heuristic_config; }));
   if (heuristic_survived &&
@@ -478,7 +474,7 @@ ShapeOutcome tune_shape(Runtime& runtime, const Plan& plan, const Session& sessi
     }
     const std::size_t failed = static_cast<std::size_t>(
         std::count_if(failures.begin(), failures.end(),
-                      [&](const CandidateFailure& f) { return plan.in_space(f.config); }));
+                      [&](const CandidateFailure& f) { return plan.space.contains(f.config); }));
 
     for (TuneResult& result : outcome.results) {
       result.failures = failures;
@@ -565,7 +561,7 @@ TuneReport tune(const std::vector<TuneShape>& shapes, const TuneOptions& options
       const KernelConfig heuristic = contiguous_rows_heuristic(
           lowered, shape.io_dtype, shape.param_dtype, shape.n, session.limits, m);
       plan.heuristics.push_back(heuristic);
-      if (!plan.in_space(heuristic) &&
+      if (!plan.space.contains(heuristic) &&
           std::find(plan.extra_heuristics.begin(), plan.extra_heuristics.end(), heuristic) ==
               plan.extra_heuristics.end())
         plan.extra_heuristics.push_back(heuristic);

@@ -579,13 +579,12 @@ struct Rows {
   // A backward on one CTA per row block launched on fewer rows than its row blocks would spread
   // over every SM (decoding: M = 256) stacks fewer rows per CTA: at most as many as give each SM
   // one, but CTAs of at least kSmallForwardCta threads. Sixty-first session, H100, bf16, M = 256:
-  // call 2, tilenorm-tune
-  // --show-candidates: LayerNorm N = 128 on 8 x 32 44.5 us, 8 x 8 9.0 us; N = 256 on 16 x 16
-  // 27.9 us, 16 x 4 8.7 us; its recompute at N = 128 35.4 us on 8 x 32, 8.8 on 8 x 8; RMSNorm N
-  // = 128 on 16 x 16 9.2 us, 16 x 4 8.0 us; N = 1024 LayerNorm 11.6 us on 64 x 1 against 15.2
-  // on 64 x 4. Call 3, the benchmark against the previous rules: LayerNorm N = 128 40.9 -> 5.0
-  // us, 256 24.6 -> 5.0 us, RMSNorm 128 5.7 -> 4.3 us; one row per CTA at N = 2048 and 4096 lost
-  // 3-7% (RMSNorm 4096 on 64 x 1 9.78 us against 9.50 on 64 x 2).
+  // call 2, tilenorm-tune --show-candidates: LayerNorm N = 128 on 8 x 32 44.5 us, 8 x 8 9.0 us;
+  // N = 256 on 16 x 16 27.9 us, 16 x 4 8.7 us; its recompute at N = 128 35.4 us on 8 x 32, 8.8
+  // on 8 x 8; RMSNorm N = 128 on 16 x 16 9.2 us, 16 x 4 8.0 us; N = 1024 LayerNorm 11.6 us on
+  // 64 x 1 against 15.2 on 64 x 4. Call 3, the benchmark against the previous rules: LayerNorm N =
+  // 128 40.9 -> 5.0 us, 256 24.6 -> 5.0 us, RMSNorm 128 5.7 -> 4.3 us; one row per CTA at N = 2048
+  // and 4096 lost 3-7% (RMSNorm 4096 on 64 x 1 9.78 us against 9.50 on 64 x 2).
   KernelConfig fit_to_launch(KernelConfig config) const {
     if (!persistent || launch_rows <= 0 || config.ctas_per_row != 1) return config;
     const auto per_sm = static_cast<std::uint64_t>(

@@ -74,6 +74,8 @@ struct SearchSpace {
   std::vector<Candidate> candidates;  // survivors, in enumeration order
   std::vector<PrunedCandidate> pruned;
   std::size_t total() const { return candidates.size() + pruned.size(); }
+  // Whether `config` survived pruning (the tuner compiles and times it).
+  bool contains(const KernelConfig& config) const;
 };
 
 // The widest vec that contiguous rows of `n` elements allow (row starts stay aligned), capped at
