@@ -560,11 +560,19 @@ struct Rows {
     RowStorage storage = RowStorage::registers;
     if (recomputing_backward && two_column_sums && (chunks == 16 || chunks == 32)) {
       threads = static_cast<int>(chunks);  // one vector each
-    } else if (recomputing_backward && two_column_sums && chunks == 64 && bf16) {
+    } else if (recomputing_backward && two_column_sums && chunks == 64) {
       threads = static_cast<int>(chunks / 4);  // four vectors each
+    } else if (!recomputing_backward && two_column_sums && chunks == 64) {
+      threads = static_cast<int>(chunks);  // one vector each, as bf16's short_backward_rows
+      storage = RowStorage::prefetched;
     } else if (!two_column_sums && chunks == 16 && (recomputing_backward || bf16)) {
       threads = static_cast<int>(chunks / 2);  // two vectors each
       if (!recomputing_backward) storage = RowStorage::prefetched;
+    } else if (!two_column_sums && recomputing_backward && chunks == 32) {
+      // One reduction phase (RMSNorm) four vectors each, prefetched; two (LayerNorm without
+      // bias: the mean, then the variance and the row sums) two each, in registers.
+      threads = static_cast<int>(single_phase ? chunks / 4 : chunks / 2);
+      if (single_phase) storage = RowStorage::prefetched;
     } else {
       return std::nullopt;
     }

@@ -462,6 +462,10 @@ TEST_CASE("backward: short 16-bit rows on the tuned configurations, as the heuri
       {"layer_norm", recompute, DType::f16, 128, 20000, {16, 16, 8, registers, 1, 0}},
       {"rms_norm", recompute, DType::f16, 128, 40000, {8, 32, 8, registers, 1, 0}},
       {"rms_norm", saved, DType::bf16, 128, 40000, {8, 32, 8, prefetched, 1, 0}},
+      {"rms_norm", recompute, DType::bf16, 256, 40000, {8, 32, 8, prefetched, 1, 0}},
+      {"layer_norm_no_bias", recompute, DType::f16, 256, 20000, {16, 16, 8, registers, 1, 0}},
+      {"layer_norm", recompute, DType::f16, 512, 20000, {16, 16, 8, registers, 1, 0}},
+      {"layer_norm", saved, DType::f16, 512, 10000, {64, 4, 8, prefetched, 1, 0}},
       {"layer_norm", recompute, DType::bf16, 128, 1000, {}},
   };
   int checked = 0;
@@ -493,7 +497,7 @@ TEST_CASE("backward: short 16-bit rows on the tuned configurations, as the heuri
     }
     ++checked;
   }
-  CHECK(checked == 9);
+  CHECK(checked == 13);
 }
 
 TEST_CASE("backward: under 99 KiB of shared memory per CTA, column partial sums in registers") {

@@ -1757,6 +1757,8 @@ TEST_CASE(
   const KernelConfig one_vector_256{32, 8, 8, registers, 1, 0};
   const KernelConfig two_vectors_128{8, 32, 8, registers, 1, 0};
   const KernelConfig four_vectors_512{16, 16, 8, registers, 1, 0};
+  const KernelConfig rms_256{8, 32, 8, static_cast<int>(RowStorage::prefetched), 1, 0};
+  const KernelConfig two_vectors_256{16, 16, 8, registers, 1, 0};
   // Unknown rows (0) and M = 2^26 / N.
   for (std::int64_t many : {std::int64_t{0}, std::int64_t{1} << 18}) {
     CHECK(rule("layer_norm_backward_recompute", 128, many) == one_vector_128);
@@ -1764,8 +1766,10 @@ TEST_CASE(
     CHECK(rule("layer_norm_backward_recompute", 512, many) == four_vectors_512);
     CHECK(rule("rms_norm_backward_recompute", 128, many) == two_vectors_128);
     CHECK(rule("layer_norm_no_bias_backward_recompute", 128, many) == two_vectors_128);
-    // One column sum at 32 vectors keeps the rules (prefetched).
-    CHECK(rule("rms_norm_backward_recompute", 256, many).row_storage != registers);
+    // One column sum at 32 vectors: one reduction phase (RMSNorm) four vectors per thread,
+    // prefetched; two (LayerNorm without bias) two per thread, in registers.
+    CHECK(rule("rms_norm_backward_recompute", 256, many) == rms_256);
+    CHECK(rule("layer_norm_no_bias_backward_recompute", 256, many) == two_vectors_256);
   }
   // Saved statistics with one column sum: 8 x 32 at N = 128, prefetched, bf16 only.
   const KernelConfig saved_128{8, 32, 8, static_cast<int>(RowStorage::prefetched), 1, 0};
@@ -1773,11 +1777,18 @@ TEST_CASE(
   CHECK(rule("layer_norm_no_bias_backward", 128, 0) == saved_128);
   CHECK(rule("rms_norm_backward", 128, 0, DType::f16) != saved_128);
   CHECK(rule("rms_norm_backward", 256, 0).threads_per_row == 16);
-  // fp16 recomputing rows as bf16's at 16 and 32 vectors, not at 64.
+  // fp16 recomputing rows as bf16's.
   CHECK(rule("layer_norm_backward_recompute", 128, 0, DType::f16) == one_vector_128);
   CHECK(rule("layer_norm_backward_recompute", 256, 0, DType::f16) == one_vector_256);
+  CHECK(rule("layer_norm_backward_recompute", 512, 0, DType::f16) == four_vectors_512);
   CHECK(rule("rms_norm_backward_recompute", 128, 0, DType::f16) == two_vectors_128);
-  CHECK(rule("layer_norm_backward_recompute", 512, 0, DType::f16) != four_vectors_512);
+  CHECK(rule("rms_norm_backward_recompute", 256, 0, DType::f16) == rms_256);
+  CHECK(rule("layer_norm_no_bias_backward_recompute", 256, 0, DType::f16) == two_vectors_256);
+  // fp16 LayerNorm reading saved statistics at 64 vectors: one per thread, prefetched, as bf16's
+  // short-row rule gives it.
+  const KernelConfig saved_512{64, 4, 8, static_cast<int>(RowStorage::prefetched), 1, 0};
+  CHECK(rule("layer_norm_backward", 512, 0) == saved_512);
+  CHECK(rule("layer_norm_backward", 512, 0, DType::f16) == saved_512);
   // Not saved statistics with two column sums, fp32, peeled rows, or other lengths.
   CHECK(rule("layer_norm_backward", 128, 0).row_storage != registers);
   CHECK(rule("layer_norm_backward_recompute", 64, 0, DType::f32) != one_vector_128);
