@@ -533,11 +533,14 @@ struct Rows {
   // Short 16-bit backward rows take the H100 tuner's best configurations on CTAs of 256
   // threads, where the other rules (short_backward_rows and the general ones) measured lower:
   // - recomputing, two column sums (LayerNorm): rows of 16 and 32 vectors (N = 128, 256) one
-  //   vector per thread in registers, bf16 and fp16; rows of 64 (N = 512) four vectors per
-  //   thread in registers, bf16 (fp16 was not measured there);
+  //   vector per thread in registers; rows of 64 (N = 512) four vectors per thread in registers;
+  // - reading saved statistics, two column sums, rows of 64 vectors: one vector per thread,
+  //   prefetched (what short_backward_rows gives bf16; fp16 took 16 x 16 in registers);
   // - one column sum (RMSNorm, LayerNorm without bias), rows of 16 vectors: two vectors per thread,
   //   in registers where the backward recomputes (bf16 and fp16), prefetched where it reads
-  //   saved statistics (bf16).
+  //   saved statistics (bf16);
+  // - recomputing with one column sum, rows of 32 vectors: RMSNorm (one reduction phase) four
+  //   vectors per thread, prefetched; LayerNorm without bias (two phases) two, in registers.
   // The tuner (sixty-first session, call 2, tilenorm-tune --show-candidates, bf16, M = 2^26 / N,
   // % of the copy ceiling, against the rules): recomputing LayerNorm N = 128 on 16 x 16 91.8%
   // against 87.3% on 8 x 32 prefetched, N = 256 on 32 x 8 92.1% against 87.6%, N = 512 on 16 x 16
@@ -550,6 +553,12 @@ struct Rows {
   // -> 90.4%; sixty-third session, bf16 recomputing LayerNorm 512 90.5 -> 93.9%, saved RMSNorm
   // 128 90.5 -> 91.8%; fp16 recomputing LayerNorm 128 88.1 -> 92.5%, 256 88.1 -> 91.1%, RMSNorm
   // 128 89.7 -> 91.3% (NVRTC gives fp16 bf16's registers here: LayerNorm 64, one sum 75-79).
+  // Sixty-fourth session, call 3, the tuner's final timings, chosen against the rules then:
+  // RMSNorm recomputing N = 256 on 8 x 32 prefetched bf16 91.8% against 89.8% (fp16 92.2 in the
+  // first round, against 89.4; call 1's benchmark 94.2 against 90.9); LayerNorm without bias
+  // recomputing 256 on 16 x 16 registers bf16 91.7 against 91.4, fp16 91.7 against 85.9; fp16
+  // LayerNorm recomputing 512 on 16 x 16 registers 90.4 (first round) against 85.8, its saved
+  // backward on 64 x 4 prefetched 92.6 against 88.5.
   // Only for launches of more rows than one pass of such CTAs over the device covers: at M = 256
   // and 1000 (one row block per CTA) the sixty-second session measured LayerNorm 256 x 256 5.14 ->
   // 5.50 us and without bias 256 x 128 4.53 -> 4.83 us, 1000 x 128 4.87 -> 5.15 us.
