@@ -1803,6 +1803,22 @@ TEST_CASE(
   CHECK(rule("rms_norm_backward_recompute", 128, 256).row_storage != registers);
 }
 
+TEST_CASE("codegen: RMSNorm's bf16 recompute at N = 16384 takes a cluster of 8 x 128 threads") {
+  auto rule = [](const char* name, DType dtype, const tilenorm::DeviceLimits& limits) {
+    return tilenorm::heuristic_config(lowered(name), dtype, dtype, 16384, limits);
+  };
+  const tilenorm::DeviceLimits hopper = tilenorm::DeviceLimits::hopper();
+  const KernelConfig cluster{128, 1, 8, static_cast<int>(RowStorage::prefetched), 8, 0};
+  CHECK(rule("rms_norm_backward_recompute", DType::bf16, hopper) == cluster);
+  // Not fp16, saved statistics, two reduction phases (LayerNorm without bias), or a device
+  // without clusters.
+  CHECK(rule("rms_norm_backward_recompute", DType::f16, hopper).ctas_per_row == 1);
+  CHECK(rule("rms_norm_backward", DType::bf16, hopper) != cluster);
+  CHECK(rule("layer_norm_no_bias_backward_recompute", DType::bf16, hopper).ctas_per_row == 1);
+  CHECK(rule("rms_norm_backward_recompute", DType::bf16, tilenorm::limits_for_arch("sm_80")) !=
+        cluster);
+}
+
 TEST_CASE("codegen: a backward launched on few rows stacks fewer rows per CTA") {
   const tilenorm::DeviceLimits hopper = tilenorm::DeviceLimits::hopper();
   auto rows_per_cta = [&](const char* name, std::int64_t n, std::int64_t rows) {
