@@ -737,7 +737,7 @@ struct Rows {
     // tuner's 8 x 128 threads, prefetched, where the one-CTA rule gave it 256 threads of eight
     // vectors (253 registers). Sixty-fourth session, call 4, H100, tilenorm-tune
     // --show-candidates, M = 4096, the tuner's final timings: 144.1 us (92.7% of the copy)
-    // against 160.8 us (83.5%); the benchmark had measured the one CTA at 86.1% (call 3).
+    // against 160.8 us (83.1%); the benchmark had measured the one CTA at 86.1% (call 3).
     // Not LayerNorm without bias (two reduction phases, so two exchanges per row): unmeasured.
     if (!software_clusters && recomputing_backward && !two_column_sums && single_phase &&
         io_dtype == DType::bf16 && full_vectors && !peel_rows && limits.clusters() &&
