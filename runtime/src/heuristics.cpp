@@ -547,7 +547,8 @@ struct Rows {
   // 91.8% against 87.2% on 64 x 4 prefetched; N = 128 on 8 x 32 recomputing RMSNorm 89.8% against
   // 88.3%, without bias 91.0% against 87.7%; reading saved statistics RMSNorm 90.8% against
   // 88.9%, without bias 92.8% against 90.1% (16 x 16 prefetched). At N = 256 with one column sum
-  // the two kernels' best differed, so those rows keep the rules.
+  // the two kernels' best differed; since the sixty-fourth session they are told apart by their
+  // reduction phases (below).
   // The benchmark against the rules, in the same call (H100, M = 2^26 / N): sixty-second session,
   // call 6, bf16 recomputing LayerNorm N = 128 88.3 -> 91.6%, 256 88.3 -> 91.7%, RMSNorm 128 89.3
   // -> 90.4%; sixty-third session, bf16 recomputing LayerNorm 512 90.5 -> 93.9%, saved RMSNorm
@@ -718,9 +719,9 @@ struct Rows {
     // Its recompute at kStackedClusterRowVectors (N = 8192) takes 4 x 128 x 2 rows (the same
     // tuner run, M = 8192, 87.0% against 84.0% on the stacked cluster's 4 x 64 x 4; sixty-first
     // session, call 1, the benchmark against that cluster in the same call: 84.9 -> 89.6%).
-    const bool tuned_two_sum_rows = !software_clusters && two_column_sums &&
-                                    io_dtype == DType::bf16 && full_vectors && !peel_rows &&
-                                    limits.clusters() && limits.cluster_ctas >= 8;
+    const bool tuned_cluster_rows = !software_clusters && io_dtype == DType::bf16 && full_vectors &&
+                                    !peel_rows && limits.clusters() && limits.cluster_ctas >= 8;
+    const bool tuned_two_sum_rows = tuned_cluster_rows && two_column_sums;
     if (tuned_two_sum_rows && chunks == kClusterRowVectors) {
       const KernelConfig config =
           !recomputing_backward
@@ -739,9 +740,8 @@ struct Rows {
     // --show-candidates, M = 4096, the tuner's final timings: 144.1 us (92.7% of the copy)
     // against 160.8 us (83.1%); the benchmark had measured the one CTA at 86.1% (call 3).
     // Not LayerNorm without bias (two reduction phases, so two exchanges per row): unmeasured.
-    if (!software_clusters && recomputing_backward && !two_column_sums && single_phase &&
-        io_dtype == DType::bf16 && full_vectors && !peel_rows && limits.clusters() &&
-        limits.cluster_ctas >= 8 && chunks == kClusterRowVectors) {
+    if (tuned_cluster_rows && recomputing_backward && !two_column_sums && single_phase &&
+        chunks == kClusterRowVectors) {
       const KernelConfig config{128, 1,         vec, static_cast<int>(RowStorage::prefetched),
                                 8,   kPinByRule};
       if (fits(config)) return config;
