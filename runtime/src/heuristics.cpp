@@ -946,11 +946,20 @@ struct Rows {
             kLongSliceThreads, 1, vec, static_cast<int>(RowStorage::prefetched), ctas, kPinByRule};
         if (fits(config)) return config;
       }
+      // A recomputing bf16 backward at twice kClusterRowVectors (N = 32768) runs two vectors per
+      // thread on twice the threads (sixty-fourth session, call 4, H100, tilenorm-tune
+      // --show-candidates, M = 2048, % of the copy: LayerNorm on 8 x 256 88.6 against 83.4 on
+      // 8 x 128; RMSNorm on 16 x 128 92.0 against 88.6 on 16 x 64).
+      const std::int64_t slice_per_thread = cluster_backward && recomputing_backward &&
+                                                    io_dtype == DType::bf16 && !peel_rows &&
+                                                    chunks == 2 * kClusterRowVectors
+                                                ? per_thread / 2
+                                                : per_thread;
       for (int split = ctas; split > 1; split /= 2) {
         const std::int64_t slice = (chunks + split - 1) / split;
         if ((comoments && slice > 2 * kClusterSliceVectors) || slice > per_thread * 1024) break;
-        const int threads =
-            std::clamp(next_power_of_two((slice + per_thread - 1) / per_thread), 32, 1024);
+        const int threads = std::clamp(
+            next_power_of_two((slice + slice_per_thread - 1) / slice_per_thread), 32, 1024);
         const RowStorage first =
             peeled_cluster_backward ? RowStorage::registers : RowStorage::prefetched;
         // A backward that reads saved statistics stacks rows on its prefetched slices, up to

@@ -1547,6 +1547,11 @@ TEST_CASE("codegen: with clusters, the heuristic splits long rows") {
             .config.ctas_per_row == 1);
   CHECK(heuristic_spec(lowered("rms_norm_backward_recompute"), DType::bf16, 32768)
             .config.ctas_per_row == 16);
+  // There, two vectors per thread (16 x 128), where saved statistics keep four (16 x 64).
+  CHECK(heuristic_spec(lowered("rms_norm_backward_recompute"), DType::bf16, 32768)
+            .config.threads_per_row == 128);
+  CHECK(heuristic_spec(lowered("rms_norm_backward"), DType::bf16, 32768).config.threads_per_row ==
+        64);
   // Reading saved statistics, they stack up to four rows per CTA of at most 512 threads; a
   // recomputing backward, and rows that start misaligned, keep one.
   for (auto [n, stacked] : {std::pair<std::int64_t, int>{8192, 4},
@@ -1571,7 +1576,8 @@ TEST_CASE("codegen: with clusters, the heuristic splits long rows") {
   CHECK(config(DType::f32, 16384).rows_per_cta == 4);
   CHECK(config(DType::f32, 65536).rows_per_cta == 2);
   // LayerNorm's backwards (two column sums) keep slices of <= 512 vectors, saved statistics
-  // or recomputed, four vectors per thread, prefetched.
+  // or recomputed, four vectors per thread, prefetched (the recompute at N = 32768 two vectors
+  // per thread).
   for (const char* name : {"layer_norm_backward", "layer_norm_backward_recompute"}) {
     CAPTURE(name);
     for (std::int64_t n : {32768, 65536, 131072, 262144}) {
@@ -1579,8 +1585,9 @@ TEST_CASE("codegen: with clusters, the heuristic splits long rows") {
       const KernelConfig split = heuristic_spec(lowered(name), DType::bf16, n).config;
       CHECK(static_cast<RowStorage>(split.row_storage) == RowStorage::prefetched);
       CHECK(split.ctas_per_row == std::min<std::int64_t>(16, n / 4096));
-      CHECK(split.threads_per_row * 4 * 8 * split.ctas_per_row == n);
       const bool saved = std::string(name) == "layer_norm_backward";
+      const int vectors_per_thread = !saved && n == 32768 ? 2 : 4;
+      CHECK(split.threads_per_row * vectors_per_thread * 8 * split.ctas_per_row == n);
       CHECK(split.rows_per_cta == (saved ? std::min(4, 512 / split.threads_per_row) : 1));
     }
   }
