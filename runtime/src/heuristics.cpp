@@ -767,7 +767,8 @@ struct Rows {
     // they shift the column parameters into shared memory once, not per row (thirteenth session,
     // tilenorm-tune --show-candidates, bf16 N = 12345, M = 5436: LayerNorm on 2 x 256 threads,
     // prefetched, 60.5% of the copy ceiling against 48.4% on one CTA of 256 threads).
-    // Where they fit, they instead run persistent CTAs of one row each, prefetched, of at most
+    // Where they fit (now only at 2049 vectors: below, the aligned rows' configuration, next),
+    // they instead run persistent CTAs of one row each, prefetched, of at most
     // kClusterVectorsPerThread * 2 vectors per thread, which copy the whole row's parameters where
     // they fit (twenty-second session, run 3, the benchmark, M = 2^26 / N, against the cluster of
     // two: bf16 N = 8193 77.9% against 60.1%, 12345 74.2% against 66.1%; fp16 70.8% against 59.7%
@@ -788,9 +789,13 @@ struct Rows {
     // Since then LayerNorm's copy fits up to N = 16391 in bf16 and fp16 (2048 vectors on 512
     // threads, 64 KiB), which took it off the cluster of two at N = 16383 (twenty-fourth
     // session, run 2, the benchmark: bf16 73.1 -> 81.8%, fp16 62.1 -> 82.5%).
-    const bool peeled_long_forward =
-        !persistent && single_phase && peel_rows && chunks > kLongRowVectors &&
-        (comoments || chunks > kForwardClusterRowVectors / 2) && dtype_size(io_dtype) < 4;
+    // LayerNorm now does the same up to kForwardClusterRowVectors / 2 vectors: in registers on
+    // 256 threads it ran ahead of its persistent CTAs with the copy (sixty-fifth session, H100,
+    // tilenorm-tune --show-candidates, bf16, M = 8192: N = 8193 90.7% against 81.3%, 12345 93.3%
+    // against 83.0%, 16383 94.1% against 89.0% on 512 threads).
+    const bool peeled_long_forward = !persistent && single_phase && peel_rows &&
+                                     chunks > kForwardClusterRowVectors / 2 &&
+                                     dtype_size(io_dtype) < 4;
     if (limits.clusters() && peeled_long_forward && comoments && !cluster_forward) {
       const std::int64_t per_thread = 2 * kClusterVectorsPerThread;
       const KernelConfig copied{next_power_of_two((row_slots + per_thread - 1) / per_thread),
@@ -803,10 +808,14 @@ struct Rows {
           column_stash_bytes(program, {io_dtype, param_dtype, n, copied, peel_rows}) > 0)
         return copied;
     }
-    // So do misaligned rows of a backward past kLongRowVectors, on a cluster of four in registers
-    // (same runs, N = 12345 on 4 x 128 threads against one CTA of 256 threads, prefetched:
+    // So do misaligned rows of a backward past kLongRowVectors, on a cluster of four (same runs,
+    // N = 12345 on 4 x 128 threads in registers against one CTA of 256 threads, prefetched:
     // RMSNorm 61.1% against 44.6%, recomputing 58.3% against 43.8%; LayerNorm 44.7% against
-    // 37.6%, recomputing 42.2% against 34.2%).
+    // 37.6%, recomputing 42.2% against 34.2%). Its slices are prefetched, not in registers
+    // (sixty-fifth session, H100, tilenorm-tune --show-candidates, bf16, M = 8192, 4 x 128
+    // threads: N = 8193 RMSNorm 84.7% against 79.6%, LayerNorm 80.8% against 73.5%, recomputing
+    // 76.3% against 70.3%; N = 12345 RMSNorm 90.8% against 82.6%, LayerNorm 81.4% against 72.9%;
+    // M = 4096, N = 16383 RMSNorm 79.0% against 76.7%).
     const bool peeled_cluster_backward =
         persistent && peel_rows && chunks > kLongRowVectors && !cluster_backward;
     // A backward with two column sums (LayerNorm's dweight and dbias) keeps half the slice, four
@@ -946,6 +955,20 @@ struct Rows {
             kLongSliceThreads, 1, vec, static_cast<int>(RowStorage::prefetched), ctas, kPinByRule};
         if (fits(config)) return config;
       }
+      // Peeled rows of a 16-bit backward of more than two and at most four kClusterRowVectors
+      // whole vectors (bf16 N = 32777-65543) take 8 CTAs of 256 threads, prefetched: the
+      // persistent grid of peeled rows holds whole periods of their 8 shifts, so of the 14
+      // clusters of 16 x 256 threads resident on an H100, 8 ran, where 24 of the 30 of 8 x 256
+      // run (sixty-fifth session, H100, the benchmark with the configuration forced, bf16 N =
+      // 65537, M = 1023, % of the copy: RMSNorm 85.1 against 55.5 on 16 x 256, LayerNorm 71.2
+      // against 57.3; 16 x 128 prefetched 84.5 and 71.7).
+      const std::int64_t body_vectors = n / vec;
+      if (cluster_backward && peel_rows && sixteen_bit_vectors && most_ctas >= 8 &&
+          body_vectors > 2 * kClusterRowVectors && body_vectors <= 4 * kClusterRowVectors) {
+        const KernelConfig config{
+            kLongSliceThreads / 2, 1, vec, static_cast<int>(RowStorage::prefetched), 8, kPinByRule};
+        if (fits(config)) return config;
+      }
       // A recomputing bf16 backward at twice kClusterRowVectors (N = 32768) runs two vectors per
       // thread on twice the threads (sixty-fourth session, call 4, H100, tilenorm-tune
       // --show-candidates, M = 2048, % of the copy: LayerNorm on 8 x 256 88.6 against 83.4 on
@@ -962,8 +985,7 @@ struct Rows {
         if ((comoments && slice > 2 * kClusterSliceVectors) || slice > per_thread * 1024) break;
         const int threads = std::clamp(
             next_power_of_two((slice + slice_per_thread - 1) / slice_per_thread), 32, 1024);
-        const RowStorage first =
-            peeled_cluster_backward ? RowStorage::registers : RowStorage::prefetched;
+        const RowStorage first = RowStorage::prefetched;
         // A backward that reads saved statistics stacks rows on its prefetched slices, up to
         // kStackedClusterRows rows and kStackedClusterThreads threads per CTA: one exchange
         // serves them all, and each CTA leaves one partial row for all of its rows, so the
@@ -1074,8 +1096,13 @@ struct Rows {
                 two_phase_long_prefetch || long_two_phase_rows || long_staged_rows
             ? 8
             : 4;
-    int first_threads =
-        fewest_threads(chunks, vectors_per_thread, narrowest, persistent, five_staged_vectors);
+    // Nor does a peeled 16-bit forward of such rows (the tuner's 256 threads at bf16 LayerNorm
+    // N = 8193, above; 128 threads of nine vectors were not measured). 32-bit rows do (fp32
+    // LayerNorm N = 4097 on 128 threads, nineteenth session, above).
+    const bool peeled_long_forward_rows =
+        peel_rows && !persistent && sixteen_bit_vectors && long_two_phase_rows;
+    int first_threads = fewest_threads(chunks, vectors_per_thread, narrowest, persistent,
+                                       five_staged_vectors || peeled_long_forward_rows);
     // A forward whose last sweep would be partly empty takes half the threads where each then
     // holds at most kRaggedForwardVectors vectors (thirteenth session, tilenorm-tune
     // --show-candidates, bf16, M = 2^26 / N, % of the copy ceiling: RMSNorm N = 7168 at 128

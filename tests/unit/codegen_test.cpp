@@ -2908,18 +2908,20 @@ TEST_CASE(
 }
 
 TEST_CASE(
-    "codegen: peeled 16-bit LayerNorm past 1024 vectors keeps one shift per persistent CTA, "
-    "RMSNorm and 32-bit rows do not") {
-  // LayerNorm: persistent CTAs of one row each, which copy the column parameters at their shift
-  // (up to 64 KiB: 2048 vectors of weight and bias).
-  for (const auto& [n, threads] : {std::pair{12345, 256}, std::pair{16383, 512}}) {
+    "codegen: peeled 16-bit LayerNorm and RMSNorm up to 2048 vectors take their aligned rows' "
+    "CTA, past it a cluster; 32-bit rows one CTA") {
+  // LayerNorm up to 2048 vectors: one CTA of 256 threads per row, in registers (the tuner,
+  // sixty-fifth session; before, persistent CTAs that copied the column parameters at their
+  // shift), 128 threads of nine vectors not taken at N = 8193.
+  for (std::int64_t n : {8193, 12345, 16383}) {
     CAPTURE(n);
-    const KernelSpec layer_norm = peeled_spec("layer_norm", DType::bf16, n);
-    CHECK(layer_norm.config.ctas_per_row == 1);
-    CHECK(layer_norm.config.rows_per_cta == 1);
-    CHECK(layer_norm.config.threads_per_row == threads);
-    CHECK(layer_norm.config.row_storage == static_cast<int>(RowStorage::prefetched));
-    CHECK(tilenorm::column_stash_bytes(lowered("layer_norm"), layer_norm) > 0);
+    for (DType dtype : {DType::bf16, DType::f16}) {
+      const KernelSpec layer_norm = peeled_spec("layer_norm", dtype, n);
+      CHECK(layer_norm.config.ctas_per_row == 1);
+      CHECK(layer_norm.config.rows_per_cta == 1);
+      CHECK(layer_norm.config.threads_per_row == 256);
+      CHECK(layer_norm.config.row_storage == static_cast<int>(RowStorage::registers));
+    }
   }
   // Where its weight and bias are too long to copy, a cluster, whose CTAs copy a slice each: of
   // two, or more where the slices would be longer than 1024 vectors.
@@ -2959,6 +2961,39 @@ TEST_CASE(
   CHECK(peeled_spec("rms_norm", DType::f32, 4097).config.threads_per_row == 256);
   CHECK(peeled_spec("layer_norm", DType::f32, 4097).config.threads_per_row == 128);
   CHECK(peeled_spec("rms_norm", DType::f32, 12345).config.threads_per_row == 512);
+}
+
+TEST_CASE(
+    "codegen: peeled 16-bit backwards prefetch their cluster slices, on 8 x 256 threads at "
+    "N = 65537") {
+  for (const char* name : {"layer_norm_backward", "rms_norm_backward",
+                           "layer_norm_backward_recompute", "rms_norm_backward_recompute"}) {
+    CAPTURE(name);
+    for (DType dtype : {DType::bf16, DType::f16}) {
+      // Past 1024 vectors: a cluster of four, prefetched (it was in registers).
+      for (std::int64_t n : {8193, 12345, 16383}) {
+        CAPTURE(n);
+        const KernelConfig mid = peeled_spec(name, dtype, n).config;
+        CHECK(mid.ctas_per_row == 4);
+        CHECK(mid.threads_per_row == 128);
+        CHECK(mid.row_storage == static_cast<int>(RowStorage::prefetched));
+      }
+      // Past 4096 whole vectors and up to 8192: 8 CTAs of 256 threads, whose persistent grid
+      // keeps more of its resident clusters at whole periods of the rows' 8 shifts than 16 CTAs.
+      for (std::int64_t n : {40001, 65537, 65543}) {
+        CAPTURE(n);
+        const KernelConfig long_row = peeled_spec(name, dtype, n).config;
+        CHECK(long_row.ctas_per_row == 8);
+        CHECK(long_row.threads_per_row == 256);
+        CHECK(long_row.row_storage == static_cast<int>(RowStorage::prefetched));
+      }
+      // Not at 4096 whole vectors, nor past 8192, nor on aligned rows.
+      CHECK(peeled_spec(name, dtype, 32769).config.ctas_per_row == 16);
+      CHECK(peeled_spec(name, dtype, 65551).config.ctas_per_row == 16);
+      CHECK(peeled_spec(name, dtype, 131071).config.ctas_per_row == 16);
+      CHECK(heuristic_spec(lowered(name), dtype, 65536).config.ctas_per_row == 16);
+    }
+  }
 }
 
 TEST_CASE("codegen: peeled kernels compile for sm_90 without spilling") {
