@@ -961,10 +961,14 @@ struct Rows {
       // clusters of 16 x 256 threads resident on an H100, 8 ran, where 24 of the 30 of 8 x 256
       // run (sixty-fifth session, H100, the benchmark with the configuration forced, bf16 N =
       // 65537, M = 1023, % of the copy: RMSNorm 85.1 against 55.5 on 16 x 256, LayerNorm 71.2
-      // against 57.3; 16 x 128 prefetched 84.5 and 71.7).
+      // against 57.3; 16 x 128 prefetched 84.5 and 71.7; the benchmark against the rule before
+      // it, same session: RMSNorm 84.6 against 55.6, recomputing 80.9 against 64.3; LayerNorm
+      // 71.2 against 57.4). Not a recompute of two phases (LayerNorm's mean, then the rest):
+      // LayerNorm's ran 33.9% there, against 53.6% on 16 x 256.
       const std::int64_t body_vectors = n / vec;
       if (cluster_backward && peel_rows && sixteen_bit_vectors && most_ctas >= 8 &&
-          body_vectors > 2 * kClusterRowVectors && body_vectors <= 4 * kClusterRowVectors) {
+          !(recomputing_backward && !single_phase) && body_vectors > 2 * kClusterRowVectors &&
+          body_vectors <= 4 * kClusterRowVectors) {
         const KernelConfig config{
             kLongSliceThreads / 2, 1, vec, static_cast<int>(RowStorage::prefetched), 8, kPinByRule};
         if (fits(config)) return config;

@@ -2979,7 +2979,11 @@ TEST_CASE(
         CHECK(mid.row_storage == static_cast<int>(RowStorage::prefetched));
       }
       // Past 4096 whole vectors and up to 8192: 8 CTAs of 256 threads, whose persistent grid
-      // keeps more of its resident clusters at whole periods of the rows' 8 shifts than 16 CTAs.
+      // keeps more of its resident clusters at whole periods of the rows' 8 shifts than 16 CTAs;
+      // not LayerNorm's recompute, of two phases (measured slower).
+      const bool recomputes_moments = std::string(name) == "layer_norm_backward_recompute";
+      CHECK(peeled_spec(name, dtype, 65537).config.ctas_per_row == (recomputes_moments ? 16 : 8));
+      if (recomputes_moments) continue;
       for (std::int64_t n : {40001, 65537, 65543}) {
         CAPTURE(n);
         const KernelConfig long_row = peeled_spec(name, dtype, n).config;
