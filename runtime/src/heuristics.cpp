@@ -792,7 +792,7 @@ struct Rows {
     // LayerNorm now does the same up to kForwardClusterRowVectors / 2 vectors: in registers on
     // 256 threads it ran ahead of its persistent CTAs with the copy (sixty-fifth session, H100,
     // tilenorm-tune --show-candidates, bf16, M = 8192: N = 8193 90.7% against 81.3%, 12345 93.3%
-    // against 83.0%, 16383 94.1% against 89.0% on 512 threads).
+    // against 82.3%, 16383 94.1% against 89.0% on 512 threads).
     const bool peeled_long_forward = !persistent && single_phase && peel_rows &&
                                      chunks > kForwardClusterRowVectors / 2 &&
                                      dtype_size(io_dtype) < 4;
@@ -813,8 +813,8 @@ struct Rows {
     // RMSNorm 61.1% against 44.6%, recomputing 58.3% against 43.8%; LayerNorm 44.7% against
     // 37.6%, recomputing 42.2% against 34.2%). Its slices are prefetched, not in registers
     // (sixty-fifth session, H100, tilenorm-tune --show-candidates, bf16, M = 8192, 4 x 128
-    // threads: N = 8193 RMSNorm 84.7% against 79.6%, LayerNorm 80.8% against 73.5%, recomputing
-    // 76.3% against 70.3%; N = 12345 RMSNorm 90.8% against 82.6%, LayerNorm 81.4% against 72.9%;
+    // threads: N = 8193 RMSNorm 84.7% against 79.6%, LayerNorm 80.8% against 75.0%, recomputing
+    // 76.3% against 69.5%; N = 12345 RMSNorm 90.8% against 82.6%, LayerNorm 81.4% against 73.0%;
     // M = 4096, N = 16383 RMSNorm 79.0% against 76.7%).
     const bool peeled_cluster_backward =
         persistent && peel_rows && chunks > kLongRowVectors && !cluster_backward;
