@@ -2970,27 +2970,26 @@ TEST_CASE(
                            "layer_norm_backward_recompute", "rms_norm_backward_recompute"}) {
     CAPTURE(name);
     for (DType dtype : {DType::bf16, DType::f16}) {
+      // The heuristic's prefetched cluster of `ctas` x `threads` at each of `row_lengths`.
+      auto check_prefetched_cluster = [&](std::initializer_list<std::int64_t> row_lengths, int ctas,
+                                          int threads) {
+        for (std::int64_t n : row_lengths) {
+          CAPTURE(n);
+          const KernelConfig c = peeled_spec(name, dtype, n).config;
+          CHECK(c.ctas_per_row == ctas);
+          CHECK(c.threads_per_row == threads);
+          CHECK(c.row_storage == static_cast<int>(RowStorage::prefetched));
+        }
+      };
       // Past 1024 vectors: a cluster of four, prefetched (it was in registers).
-      for (std::int64_t n : {8193, 12345, 16383}) {
-        CAPTURE(n);
-        const KernelConfig mid = peeled_spec(name, dtype, n).config;
-        CHECK(mid.ctas_per_row == 4);
-        CHECK(mid.threads_per_row == 128);
-        CHECK(mid.row_storage == static_cast<int>(RowStorage::prefetched));
-      }
+      check_prefetched_cluster({8193, 12345, 16383}, 4, 128);
       // Past 4096 whole vectors and up to 8192: 8 CTAs of 256 threads, whose persistent grid
       // keeps more of its resident clusters at whole periods of the rows' 8 shifts than 16 CTAs;
       // not LayerNorm's recompute, of two phases (measured slower).
       const bool recomputes_moments = std::string(name) == "layer_norm_backward_recompute";
       CHECK(peeled_spec(name, dtype, 65537).config.ctas_per_row == (recomputes_moments ? 16 : 8));
       if (recomputes_moments) continue;
-      for (std::int64_t n : {40001, 65537, 65543}) {
-        CAPTURE(n);
-        const KernelConfig long_row = peeled_spec(name, dtype, n).config;
-        CHECK(long_row.ctas_per_row == 8);
-        CHECK(long_row.threads_per_row == 256);
-        CHECK(long_row.row_storage == static_cast<int>(RowStorage::prefetched));
-      }
+      check_prefetched_cluster({40001, 65537, 65543}, 8, 256);
       // Not at 4096 whole vectors, nor past 8192, nor on aligned rows.
       CHECK(peeled_spec(name, dtype, 32769).config.ctas_per_row == 16);
       CHECK(peeled_spec(name, dtype, 65551).config.ctas_per_row == 16);
