@@ -989,7 +989,6 @@ struct Rows {
         if ((comoments && slice > 2 * kClusterSliceVectors) || slice > per_thread * 1024) break;
         const int threads = std::clamp(
             next_power_of_two((slice + slice_per_thread - 1) / slice_per_thread), 32, 1024);
-        const RowStorage first = RowStorage::prefetched;
         // A backward that reads saved statistics stacks rows on its prefetched slices, up to
         // kStackedClusterRows rows and kStackedClusterThreads threads per CTA: one exchange
         // serves them all, and each CTA leaves one partial row for all of its rows, so the
@@ -1008,7 +1007,7 @@ struct Rows {
               threads, stacked, vec, static_cast<int>(RowStorage::prefetched), split, kPinByRule};
           if (fits(config)) return config;
         }
-        for (RowStorage storage : {first, RowStorage::registers}) {
+        for (RowStorage storage : {RowStorage::prefetched, RowStorage::registers}) {
           const KernelConfig config{threads, 1, vec, static_cast<int>(storage), split, kPinByRule};
           if (fits(config)) return config;
         }
