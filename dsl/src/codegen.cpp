@@ -278,9 +278,12 @@ LoadPin next_row_loads_pin(const LoweredProgram& lp, const KernelSpec& spec) {
 // longer per sweep and word-major, and each chunk is read as its words at the row's shift
 // (store_stash_chunk_words, load_stashed_chunk_shifted).
 bool can_shift_per_row(const LoweredProgram& lp, const KernelSpec& spec) {
-  return spec.peel_rows && persistent_kernel(lp, spec) && !plan_kernels(lp).persistent &&
-         static_cast<RowStorage>(spec.config.row_storage) == RowStorage::prefetched &&
-         spec.config.rows_per_cta == 1;
+  if (!spec.peel_rows || !persistent_kernel(lp, spec) || spec.config.rows_per_cta != 1)
+    return false;
+  const auto storage = static_cast<RowStorage>(spec.config.row_storage);
+  if (!plan_kernels(lp).persistent) return storage == RowStorage::prefetched;
+  return (storage == RowStorage::prefetched || storage == RowStorage::registers) &&
+         !spec.global_exchange;
 }
 
 namespace {
@@ -611,8 +614,12 @@ class Emitter {
     first_pass_reads_statistic_ = first_pass_reads_row_scalar_input(lp);
     pin_place_ = next_row_loads_pin(lp, spec);
     partials_before_barrier_ = adds_partials_before_row_barrier(lp, spec);
-    block_index_ = clustered_ ? "tn_cluster" : "blockIdx.x";
-    block_count_ = clustered_ ? "tn_clusters" : "gridDim.x";
+    // With each row at its own shift, a kernel that sums across rows walks a range of the rows
+    // in class-major order (emit_class_major_range): row blocks there are positions in it.
+    class_major_ = spec.shift_per_row && plan_.needs_finish();
+    block_index_ = class_major_ ? "tn_first" : clustered_ ? "tn_cluster" : "blockIdx.x";
+    block_count_ = class_major_ ? "1" : clustered_ ? "tn_clusters" : "gridDim.x";
+    partial_block_ = class_major_ ? "(tn_group * tn_slots + tn_slot)" : block_index_;
     // Row groups combine their partial sums in shared memory, one partial row per CTA, when
     // the column sums are in shared memory already or small enough to move there (not on a
     // cluster: the copy through tn_combine covers whole rows, and a CTA holds one slice).
@@ -684,6 +691,13 @@ class Emitter {
     const bool exchanges = clustered_ && !global_exchange_ && !lp_.reduction_phases.empty();
     if (exchanges) codegen_sm90::emit_exit_arrive(out_);
     emit_partials();
+    if (class_major_) {
+      // The partial rows of this row block that no class took hold zeros.
+      out_ << "  for (++tn_slot; tn_slot < tn_slots; ++tn_slot) {\n";
+      emit_zero_partials();
+      emit_partials();
+      out_ << "  }\n";
+    }
     if (exchanges) codegen_sm90::emit_exit_wait(out_);
     out_ << "}\n";
     if (plan_.needs_finish()) {
@@ -975,13 +989,14 @@ class Emitter {
         out_ << "  constexpr int XW = " << runs_
              << ";  // column partial sums a shared-memory access moves\n";
       out_ << "  float* tn_xs = reinterpret_cast<float*>(tn_dynamic_smem + "
-           << row_stash_bytes(lp_, spec_) << ");  // column partial sums, this thread's slots\n"
-           << "  for (int i = 0; i < " << plan_.column_partials << " * ITERS * VEC; ++i) "
-           << (runs_ > 1 ? "tn_xs[(i / XW * THREADS + threadIdx.x) * XW + i % XW]"
-                         : "tn_xs[i * THREADS + threadIdx.x]")
-           << " = 0.0f;\n";
+           << row_stash_bytes(lp_, spec_) << ");  // column partial sums, this thread's slots\n";
+      emit_zero_shared_partials();
     }
-    if (peel() && persistent_) emit_shift_of_first_row();
+    if (class_major_) {
+      emit_class_major_range();
+    } else if (peel() && persistent_) {
+      emit_shift_of_first_row();
+    }
     if (column_stash_) emit_column_stash();
     if (staging()) emit_staging_pointers();
     if (storage_ == RowStorage::shared) {
@@ -1168,9 +1183,18 @@ class Emitter {
   // Emits raw-chunk loads of row block `block_expr` into in<i>_next, or, staged, starts
   // their copies into shared memory.
   void emit_fetch(const std::string& block_expr) {
-    out_ << "  {\n    const long long fetch_row = (" << block_expr << ") * RPC + row_in_cta;\n"
-         << "    const bool fetch_valid = fetch_row < rows;\n"
-         << "    const long long fetch_safe = fetch_valid ? fetch_row : 0;\n";
+    if (class_major_) {
+      out_
+          << "  {\n    const long long fetch_block = " << block_expr << ";\n"
+          << "    const bool fetch_valid = fetch_block < tn_last;\n"
+          << "    const long long fetch_row = fetch_valid ? tn::class_major_row(fetch_block, rows, "
+             "tn_period) : 0;\n"
+          << "    const long long fetch_safe = fetch_row;\n";
+    } else {
+      out_ << "  {\n    const long long fetch_row = (" << block_expr << ") * RPC + row_in_cta;\n"
+           << "    const bool fetch_valid = fetch_row < rows;\n"
+           << "    const long long fetch_safe = fetch_valid ? fetch_row : 0;\n";
+    }
     // The fetched row's own shift, for the chunk columns and remainder below (in this block, it
     // hides the current row's).
     if (spec_.shift_per_row) emit_shift_of_row("fetch_row");
@@ -1258,11 +1282,17 @@ class Emitter {
   // The row this thread works on in row block `block_expr`, and the row pointers of the
   // tensors it does not fetch ahead (of the row outputs too, unless `outputs` is false).
   void emit_row_start(const std::string& block_expr, bool outputs = true) {
-    out_ << "  const long long row = " << block_expr << " * RPC + row_in_cta;\n";
-    if (row_always_valid())
-      out_ << "  constexpr bool row_valid = true;  // a CTA of one row runs only for rows < rows\n";
-    else
-      out_ << "  const bool row_valid = row < rows;\n";
+    if (class_major_) {
+      out_ << "  const long long row = tn::class_major_row(" << block_expr
+           << ", rows, tn_period);\n"
+           << "  constexpr bool row_valid = true;  // the range ends at the last row\n";
+    } else if (row_always_valid()) {
+      out_ << "  const long long row = " << block_expr << " * RPC + row_in_cta;\n"
+           << "  constexpr bool row_valid = true;  // a CTA of one row runs only for rows < rows\n";
+    } else {
+      out_ << "  const long long row = " << block_expr << " * RPC + row_in_cta;\n"
+           << "  const bool row_valid = row < rows;\n";
+    }
     out_
         << "  const long long safe_row = row_valid ? row : 0;  // rows past the end load nothing\n";
     for (std::size_t i = 0; i < p_.slots.size(); ++i) {
@@ -1274,7 +1304,11 @@ class Emitter {
            << " = p_" << s.name << " + safe_row * stride_" << s.name << ";\n";
     }
     if (peel() && !persistent_) emit_shift();
-    if (spec_.shift_per_row) emit_shift_of_row("row");
+    if (class_major_) {
+      emit_class_change();
+    } else if (spec_.shift_per_row) {
+      emit_shift_of_row("row");
+    }
   }
 
   void emit_row_loop() {
@@ -1287,8 +1321,12 @@ class Emitter {
     if (fetches_ahead(storage_)) emit_fetch(block_index_);
     if (fetches_any_row_scalar()) out_ << "  tn_row_scalar_block = 0;\n";
     if (spec_.early_columns) emit_early_columns();
-    out_ << "  for (long long block = " << block_index_
-         << "; block * RPC < rows; block += " << block_count_ << ") {\n";
+    if (class_major_) {
+      out_ << "  for (long long block = tn_first; block < tn_last; ++block) {\n";
+    } else {
+      out_ << "  for (long long block = " << block_index_
+           << "; block * RPC < rows; block += " << block_count_ << ") {\n";
+    }
     emit_row_start("block");
     fetched_this_row_ = false;
     pinned_this_row_ = false;
@@ -1417,32 +1455,120 @@ class Emitter {
     emit_shift_of_row(block_index_ + " * RPC + row_in_cta", "the same in every row of this thread");
   }
 
+  // How emit_shift_of_row states the shift: constants of the current scope, variables that
+  // later rows update (class_major_), or an update of those.
+  enum class ShiftState { constant, variable, update };
+
   // Peeled rows at a shift of their own (shift_per_row): that of row `row_expr` (its address is
   // computed, not read, so it may lie past the last row). `why` ends the generated comment.
-  void emit_shift_of_row(const std::string& row_expr, const std::string& why = "this row's") {
+  void emit_shift_of_row(const std::string& row_expr, const std::string& why = "this row's",
+                         ShiftState state = ShiftState::constant) {
     for (std::size_t i = 0; i < p_.slots.size(); ++i) {
       const ir::Slot& s = p_.slots[i];
       if (s.shape != Shape::tile) continue;
-      out_ << "  const int tn_shift = static_cast<int>((reinterpret_cast<unsigned long long>(p_"
-           << s.name << ") / sizeof(" << slot_type(s) << ") + static_cast<unsigned long long>("
-           << row_expr << ") * static_cast<unsigned long long>(stride_" << s.name
+      out_ << "  " << declared(state, "int")
+           << "tn_shift = static_cast<int>((reinterpret_cast<unsigned long long>(p_" << s.name
+           << ") / sizeof(" << slot_type(s) << ") + static_cast<unsigned long long>(" << row_expr
+           << ") * static_cast<unsigned long long>(stride_" << s.name
            << ")) % VEC);  // alignment peeling, " << why << "\n";
-      emit_head();
+      emit_head(state);
       return;
     }
     throw ProgramError("codegen: program '" + p_.name + "' has no row tensor to peel");
+  }
+  static std::string declared(ShiftState state, const std::string& type) {
+    switch (state) {
+      case ShiftState::constant:
+        return "const " + type + " ";
+      case ShiftState::variable:
+        return type + " ";
+      case ShiftState::update:
+        return "";
+    }
+    return "";
   }
 
   // The columns before a peeled row's first VEC-aligned column, and the columns of this
   // thread's remainder elements (N where it has none): element k goes to the row's thread
   // TPR - 1 - k % TPR, on a cluster's last CTA, whose sweeps hold the fewest body chunks.
-  void emit_head() {
-    out_ << "  const int tn_head = (VEC - tn_shift) % VEC;\n";
+  void emit_head(ShiftState state = ShiftState::constant) {
+    out_ << "  " << declared(state, "int") << "tn_head = (VEC - tn_shift) % VEC;\n";
     if (remainder_iters() == 0) return;
-    out_ << "  int tn_rem_col[REM_ITERS];\n#pragma unroll\n"
+    if (state != ShiftState::update) out_ << "  int tn_rem_col[REM_ITERS];\n";
+    out_ << "#pragma unroll\n"
          << "  for (int rk = 0; rk < REM_ITERS; ++rk)\n    tn_rem_col[rk] = "
          << (clustered_ ? "tn_rank != CLUSTER - 1 ? N : " : "")
          << "tn::remainder_column<VEC, N>(rk * TPR + TPR - 1 - lane, tn_head);\n";
+  }
+
+  // A kernel that sums across rows with each row at its own shift (class_major_): its row
+  // block's range of the rows in class-major order, and the shift of the class it starts in,
+  // which stays until the range crosses into the next class (emit_class_change).
+  void emit_class_major_range() {
+    const std::string group = clustered_ ? "tn_cluster" : "static_cast<long long>(blockIdx.x)";
+    const std::string groups = clustered_ ? "tn_clusters" : "static_cast<long long>(gridDim.x)";
+    out_ << "  // Rows at every shift: this row block walks its own range of the rows in "
+            "class-major\n"
+         << "  // order (class c: the rows r with r % period == c, all at one shift), and writes "
+            "its\n"
+         << "  // column partial sums to a partial row of their own for each class it meets.\n"
+         << "  const int tn_period = tn::shift_period<VEC>(stride_" << first_row_slot().name
+         << ");\n"
+         << "  const long long tn_group = " << group << ";\n"
+         << "  const long long tn_per_group = (rows + " << groups << " - 1) / " << groups << ";\n"
+         << "  const long long tn_first = tn_group * tn_per_group;\n"
+         << "  const long long tn_last = tn_first + tn_per_group < rows ? tn_first + tn_per_group "
+            ": rows;\n"
+         << "  const long long tn_slots = tn_partial_rows / " << groups
+         << ";  // partial rows per row block\n"
+         << "  long long tn_slot = 0;  // the one the column partial sums go to\n"
+         << "  int tn_class = tn_first < rows ? tn::row_class(tn_first, rows, tn_period) : 0;\n";
+    emit_shift_of_row("(tn_first < rows ? tn::class_major_row(tn_first, rows, tn_period) : 0)",
+                      "that of the rows of the current class", ShiftState::variable);
+  }
+
+  // Where the row of `block` starts another class: the partial sums so far go to their partial
+  // row, and the sums restart at the new class's shift.
+  void emit_class_change() {
+    out_ << "  {\n    const int row_class = tn::row_class(block, rows, tn_period);\n"
+         << "    if (row_class != tn_class) {\n";
+    emit_partials();
+    out_ << "      ++tn_slot;\n";
+    emit_zero_partials();
+    out_ << "      tn_class = row_class;\n";
+    emit_shift_of_row("row", "the new class's", ShiftState::update);
+    out_ << "    }\n  }\n";
+  }
+
+  // Zeros this thread's slots of the column partial sums in shared memory.
+  void emit_zero_shared_partials() {
+    out_ << "  for (int i = 0; i < " << plan_.column_partials << " * ITERS * VEC; ++i) "
+         << (runs_ > 1 ? "tn_xs[(i / XW * THREADS + threadIdx.x) * XW + i % XW]"
+                       : "tn_xs[i * THREADS + threadIdx.x]")
+         << " = 0.0f;\n";
+  }
+
+  // Restarts the cross-row partial sums at zero.
+  void emit_zero_partials() {
+    if (shared_partials_) emit_zero_shared_partials();
+    for (NodeId r : lp_.cross_row_reductions) {
+      if (!ir::varies_along_row(g_.node(r).shape)) {
+        out_ << "  xacc" << r << " = 0.0f;\n";
+        continue;
+      }
+      if (!shared_partials_) out_ << "  tn::zero2(xacc" << r << ");\n";
+      if (remainder_iters() > 0)
+        out_ << "#pragma unroll\n  for (int rk = 0; rk < REM_ITERS; ++rk) xacc" << r
+             << "_rem[rk] = 0.0f;\n";
+    }
+  }
+
+  // The first row tensor, whose stride gives the period of the rows' shifts (the runtime
+  // checks that every row tensor has the same misalignment in a row).
+  const ir::Slot& first_row_slot() const {
+    for (const ir::Slot& s : p_.slots)
+      if (s.shape == Shape::tile) return s;
+    throw ProgramError("codegen: program '" + p_.name + "' has no row tensor to peel");
   }
 
   // Rows in registers are held raw (16-bit types packed two to a register) and converted to
@@ -2159,7 +2285,7 @@ class Emitter {
           // Row group 0 adds the other groups' slots for its columns, in order.
           const std::string group_slot =
               shared_partial(std::to_string(column), "it", "v", "g * TPR + lane");
-          const std::string row_start = "static_cast<long long>(" + block_index_ + ") * N";
+          const std::string row_start = "static_cast<long long>(" + partial_block_ + ") * N";
           out_ << (spec_.config.rows_per_cta > 1 ? "    __syncthreads();\n" : "")
                << "    if (row_in_cta == 0) {\n"
                << "#pragma unroll\n      for (int it = 0; it < ITERS; ++it) {\n"
@@ -2204,10 +2330,10 @@ class Emitter {
                << "    for (int c = threadIdx.x; c < N; c += TPR * RPC) {\n"
                << "      float total = 0.0f;\n"
                << "      for (int g = 0; g < RPC; ++g) total += tn_combine[g * N + c];\n"
-               << "      dst[static_cast<long long>(" << block_index_
+               << "      dst[static_cast<long long>(" << partial_block_
                << ") * N + c] = total;\n    }\n";
         } else {
-          out_ << "    float* mine = dst + (static_cast<long long>(" << block_index_
+          out_ << "    float* mine = dst + (static_cast<long long>(" << partial_block_
                << ") * RPC + row_in_cta) * N;\n"
                << "#pragma unroll\n    for (int it = 0; it < ITERS; ++it) {\n"
                << "      const int c0 = " << chunk_column() << ";\n";
@@ -2232,9 +2358,9 @@ class Emitter {
                << r << ";\n    __syncthreads();\n    if (threadIdx.x == 0"
                << (clustered_ ? " && tn_rank == 0" : "") << ") {\n      float total = 0.0f;\n"
                << "      for (int g = 0; g < RPC; ++g) total += tn_combine_scalar[g];\n"
-               << "      dst[" << block_index_ << "] = total;\n    }\n";
+               << "      dst[" << partial_block_ << "] = total;\n    }\n";
         } else {
-          out_ << "    if (" << first_of_row() << ") dst[static_cast<long long>(" << block_index_
+          out_ << "    if (" << first_of_row() << ") dst[static_cast<long long>(" << partial_block_
                << ") * RPC + row_in_cta] = xacc" << r << ";\n";
         }
         out_ << "  }\n";
@@ -2477,6 +2603,8 @@ class Emitter {
   bool clustered_ = false;        // a cluster of CTAs splits each row
   bool global_exchange_ = false;  // a software cluster (KernelSpec::global_exchange)
   std::string block_index_;       // this CTA's (or cluster's) first row block
+  std::string partial_block_;     // the row block whose partial row this CTA writes
+  bool class_major_ = false;      // rows at every shift, in class-major order (shift_per_row)
   std::string block_count_;       // the stride between its row blocks
   std::vector<bool> stashed_;
   // Staged rows: the row inputs the passes of this row block have read, and whether the next
@@ -2592,8 +2720,9 @@ std::optional<std::string> config_problem(const LoweredProgram& lp, const Kernel
            "their column partial sums slot by slot";
   }
   if (spec.shift_per_row && !can_shift_per_row(lp, spec)) {
-    return "shift_per_row (each peeled row at its own shift) needs peel_rows, row_storage "
-           "prefetched, rows_per_cta 1 and a program that does not sum across rows (a forward)";
+    return "shift_per_row (each peeled row at its own shift) needs peel_rows, rows_per_cta 1 "
+           "and a persistent kernel: a forward in row_storage prefetched, or a program that sums "
+           "across rows in row_storage prefetched or registers and no software cluster";
   }
   if (spec.early_columns && !can_fetch_columns_early(lp, spec)) {
     return "early_columns (column parameters fetched before the row loop) needs aligned rows "

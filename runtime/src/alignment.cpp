@@ -45,4 +45,26 @@ bool shift_per_row_pays(std::int64_t resident, std::int64_t period) {
   return 4 * kept < 3 * resident;
 }
 
+namespace {
+
+// The class of the q-th row in class-major order (as the device prelude's row_class).
+std::int64_t class_of(std::int64_t q, std::int64_t rows, std::int64_t period) {
+  const std::int64_t base = rows / period, extra = rows % period;
+  const std::int64_t long_rows = extra * (base + 1);
+  return q < long_rows ? q / (base + 1) : extra + (q - long_rows) / base;
+}
+
+}  // namespace
+
+std::int64_t class_major_slots(std::int64_t rows, std::int64_t blocks, std::int64_t period) {
+  if (rows <= 0 || blocks <= 0 || period <= 1) return 1;
+  const std::int64_t per_block = (rows + blocks - 1) / blocks;
+  std::int64_t most = 1;
+  for (std::int64_t first = 0; first < rows; first += per_block) {
+    const std::int64_t last = std::min(rows, first + per_block) - 1;
+    most = std::max(most, class_of(last, rows, period) - class_of(first, rows, period) + 1);
+  }
+  return most;
+}
+
 }  // namespace tilenorm

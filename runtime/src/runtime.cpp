@@ -755,6 +755,9 @@ struct Norm::State {
   struct MainGrid {
     std::int64_t ctas = 0;
     int fold = 1;
+    // Partial rows per row block: more than one for a kernel that sums across rows at every
+    // row's shift (class_major_slots).
+    std::int64_t slots = 1;
   };
 
   // One row block (a CTA, or a cluster of ctas_per_row CTAs) per block of rows_per_cta rows,
@@ -779,10 +782,19 @@ struct Norm::State {
     const int fold = folding_pays(partial_bytes, shape.rows, k.row_bytes) ? k.max_fold : 1;
     // Whole folding clusters; max_grid is a multiple of them, so this stays resident.
     blocks = (blocks + fold - 1) / fold * fold;
-    return {blocks * k.generated.ctas_per_row, fold};
+    // A kernel that sums across rows at every row's shift walks the rows class by class, with
+    // a partial row for each class a row block meets; the period is the kernel's own (from the
+    // stride alone, also for a single row).
+    const std::int64_t slots =
+        k.generated.shift_per_row && k.generated.plan.needs_finish()
+            ? class_major_slots(shape.rows, blocks,
+                                tilenorm::shift_period(shape.row_stride, k.resolved.config.vec))
+            : 1;
+    return {blocks * k.generated.ctas_per_row, fold, slots};
   }
   static std::int64_t partial_rows_for(const LoadedKernel& k, MainGrid grid) {
-    return grid.ctas / k.generated.ctas_per_row / grid.fold * k.generated.partials_per_cta;
+    return grid.ctas / k.generated.ctas_per_row / grid.fold * k.generated.partials_per_cta *
+           grid.slots;
   }
   // A software cluster's exchange follows the partial rows, 16-byte aligned.
   static std::size_t exchange_offset_floats(const LoadedKernel& k, MainGrid grid,

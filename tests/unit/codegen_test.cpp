@@ -1332,10 +1332,12 @@ TEST_CASE("codegen: config_problem names what is wrong with a configuration") {
                                                        /*peel_rows=*/true}) ==
         "peel_rows (rows that start misaligned) cannot stage rows: cp.async copies aligned "
         "chunks, and a peeled row's head and tail are not");
-  // Each row at its own shift: only a peeled, prefetched forward of one row per CTA.
+  // Each row at its own shift: a peeled, persistent kernel of one row per CTA; a forward
+  // prefetched, a backward prefetched or in registers.
   const std::string per_row_problem =
-      "shift_per_row (each peeled row at its own shift) needs peel_rows, row_storage prefetched, "
-      "rows_per_cta 1 and a program that does not sum across rows (a forward)";
+      "shift_per_row (each peeled row at its own shift) needs peel_rows, rows_per_cta 1 and a "
+      "persistent kernel: a forward in row_storage prefetched, or a program that sums across "
+      "rows in row_storage prefetched or registers and no software cluster";
   auto per_row = [](const char* kernel, KernelConfig c, bool peel) {
     return flagged_problem(kernel, 4097, c, peel, &KernelSpec::shift_per_row);
   };
@@ -1343,8 +1345,19 @@ TEST_CASE("codegen: config_problem names what is wrong with a configuration") {
   CHECK(per_row("rms_norm", config(128, 1, 8, RowStorage::prefetched), false) == per_row_problem);
   CHECK(per_row("rms_norm", config(128, 1, 8, RowStorage::registers), true) == per_row_problem);
   CHECK(per_row("rms_norm", config(64, 2, 8, RowStorage::prefetched), true) == per_row_problem);
-  CHECK(per_row("rms_norm_backward", config(128, 1, 8, RowStorage::prefetched), true) ==
-        per_row_problem);
+  // A backward: on one CTA per row or a cluster, prefetched or in registers.
+  CHECK(per_row("rms_norm_backward", config(128, 1, 8, RowStorage::prefetched), true).empty());
+  auto cluster_per_row = [](const char* kernel, RowStorage storage, bool peel) {
+    KernelConfig c = config(256, 1, 8, storage);
+    c.ctas_per_row = 16;
+    return flagged_problem(kernel, 65537, c, peel, &KernelSpec::shift_per_row);
+  };
+  for (const char* kernel : {"rms_norm_backward", "layer_norm_backward_recompute"}) {
+    CAPTURE(kernel);
+    CHECK(cluster_per_row(kernel, RowStorage::prefetched, true).empty());
+    CHECK(cluster_per_row(kernel, RowStorage::registers, true).empty());
+    CHECK(cluster_per_row(kernel, RowStorage::prefetched, false) == per_row_problem);
+  }
   // Prefetching makes any kernel persistent, forward or backward.
   CHECK(problem("rms_norm", DType::bf16, 1024, config(128, 1, 8, RowStorage::prefetched)).empty());
   CHECK(problem("rms_norm_backward", DType::bf16, 1024, config(128, 1, 8, RowStorage::prefetched))

@@ -110,8 +110,11 @@ struct KernelSpec {
   bool peel_rows = false;
   // Each peeled row finds its own shift (only where can_shift_per_row()), so a persistent grid
   // need not hold whole periods of shifts; the copy of the column parameters is then read word
-  // by word at each row's shift. The runtime asks for it where whole periods would leave many
-  // resident row blocks idle. Part of the generated code's identity.
+  // by word at each row's shift. A kernel that sums across rows then walks a range of the rows
+  // in class-major order (the rows of one shift together) and writes a partial row of column
+  // sums for each class it meets (GeneratedKernel::shift_per_row). The runtime asks for it
+  // where whole periods would leave many resident row blocks idle. Part of the generated code's
+  // identity.
   bool shift_per_row = false;
   // The column parameters are fetched into registers before the row loop (only where
   // can_fetch_columns_early()), so that the output pass does not wait on a second memory round
@@ -143,9 +146,11 @@ bool can_fetch_columns_early(const LoweredProgram& program, const KernelSpec& sp
 // it fetches them early.
 std::int64_t early_column_vectors(const LoweredProgram& program, const KernelSpec& spec);
 
-// Whether `spec` may take KernelSpec::shift_per_row: a peeled forward that prefetches one row
-// per CTA (or cluster). A backward keeps one shift per CTA: its column partial sums are kept per
-// chunk slot, so its slots must hold the same columns in every row.
+// Whether `spec` may take KernelSpec::shift_per_row: a persistent kernel on peeled rows, one row
+// per CTA (or cluster); a forward that prefetches them, or a program that sums across rows that
+// prefetches them or keeps them in registers, its cluster's exchange in shared memory (not a
+// software cluster). (Such a program keeps its column partial sums per chunk
+// slot, so it walks the rows of one shift together; see KernelSpec::shift_per_row.)
 bool can_shift_per_row(const LoweredProgram& program, const KernelSpec& spec);
 
 // The dynamic shared memory a launch of `spec` needs: the row stashes of RowStorage::shared,
@@ -257,7 +262,8 @@ struct GeneratedKernel {
   // row blocks: programs that sum across rows, and prefetched rows.
   bool persistent = false;
   // A persistent kernel on peeled rows that finds each row's shift anew (shift_per_row), so
-  // its grid need not hold whole periods of the rows' shifts (peeled_grid in the runtime).
+  // its grid need not hold whole periods of the rows' shifts (peeled_grid in the runtime). One
+  // that sums across rows then needs class_major_slots() partial rows per row block (runtime).
   bool shift_per_row = false;
   // The column parameters are fetched before the row loop (KernelSpec::early_columns).
   bool early_columns = false;
