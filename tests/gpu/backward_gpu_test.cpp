@@ -381,6 +381,60 @@ TEST_CASE("backward: misaligned rows are peeled at one shift per thread across m
   }
 }
 
+TEST_CASE("backward: misaligned rows at every shift are walked class by class") {
+  // With each row at its own shift (PeeledRowShifts::per_row), a backward's row blocks walk the
+  // rows in class-major order and write a partial row of column sums for each class of rows
+  // they meet (KernelSpec::shift_per_row): any grid, not whole periods of the shifts. Rows
+  // enough that each row block meets several classes, some too few for every row block to get
+  // one.
+  static tilenorm::Runtime per_row(
+      tilenorm::RuntimeOptions{.device = 0,
+                               .use_tuning_database = false,
+                               .peeled_row_shifts = tilenorm::PeeledRowShifts::per_row});
+  struct Case {
+    std::int64_t n, m;
+  };
+  const std::vector<tilenorm::ir::Program> programs = {
+      tilenorm::backward(tilenorm::kernels::builtin_program("layer_norm")),
+      tilenorm::backward(tilenorm::kernels::builtin_program("rms_norm"),
+                         {tilenorm::StatisticsMode::recompute}),
+      tilenorm::backward(dyt())};
+  for (const auto& program : programs) {
+    const tilenorm::Norm norm = per_row.load(program);
+    const tilenorm::LoweredProgram lowered = tilenorm::lower(program);
+    for (DType dtype : {DType::bf16, DType::f32}) {
+      for (const Case c : {Case{4097, 3000}, Case{12345, 1300}, Case{65537, 300}, Case{131071, 9},
+                           Case{262143, 40}}) {
+        for (std::int64_t offset : {0, 3}) {
+          CAPTURE(program.name);
+          CAPTURE(tilenorm::dtype_name(dtype));
+          CAPTURE(c.n);
+          CAPTURE(c.m);
+          CAPTURE(offset);
+          const auto report = tilenorm::check_against_interpreter(
+              norm, {.io_dtype = dtype,
+                     .param_dtype = dtype,
+                     .rows = c.m,
+                     .cols = c.n,
+                     .element_offset = offset,
+                     .seed = 4321u + static_cast<unsigned>(c.n + offset),
+                     .scalars = program.find_slot("eps") ? std::vector<float>{1e-2f}
+                                                         : std::vector<float>{}});
+          INFO(report.describe());
+          CHECK(report.ok());
+          CHECK(report.unwritten == 0);
+          CHECK(report.clobbered == 0);
+          REQUIRE(report.used.peel_rows);
+          // The kernel that ran walked the rows class by class (else this test says nothing).
+          tilenorm::KernelSpec spec{dtype, dtype, c.n, report.used.config, true};
+          spec.shift_per_row = true;
+          CHECK(tilenorm::can_shift_per_row(lowered, spec));
+        }
+      }
+    }
+  }
+}
+
 TEST_CASE("backward: rows staged in shared memory (cp.async) match the interpreter") {
   // Staged rows copy the next row block asynchronously while this one is worked on. Covered:
   // every copy size (16 bytes: bf16 x 8 and fp32 x 4; 8 bytes: fp16 x 4; 4 bytes: bf16 x 2),

@@ -4,6 +4,8 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <set>
 #include <vector>
 
 namespace {
@@ -111,4 +113,41 @@ TEST_CASE(
   // A shorter period (stride 2 mod 8) idles less.
   CHECK_FALSE(shift_per_row_pays(15, 4));
   CHECK(shift_per_row_pays(7, 4));
+}
+
+TEST_CASE("class_major_slots: the partial rows a row block's walk of the class-major order needs") {
+  // The class-major order, listed: the rows of each class r % period in row order, class 0
+  // first. A row block's walk of ceil(rows / blocks) positions needs a partial row for each
+  // class it meets.
+  auto listed_slots = [](std::int64_t rows, std::int64_t blocks, std::int64_t period) {
+    std::vector<std::int64_t> classes;
+    for (std::int64_t c = 0; c < period; ++c)
+      for (std::int64_t r = c; r < rows; r += period) classes.push_back(c);
+    const std::int64_t per_block = (rows + blocks - 1) / blocks;
+    std::int64_t most = 1;
+    for (std::int64_t first = 0; first < rows; first += per_block) {
+      std::set<std::int64_t> met;
+      for (std::int64_t q = first; q < std::min(rows, first + per_block); ++q)
+        met.insert(classes[static_cast<std::size_t>(q)]);
+      most = std::max<std::int64_t>(most, static_cast<std::int64_t>(met.size()));
+    }
+    return most;
+  };
+  for (std::int64_t period : {1, 2, 4, 8}) {
+    for (std::int64_t rows : {1, 2, 3, 7, 8, 9, 100, 255, 256, 1023, 1024}) {
+      for (std::int64_t blocks : {1, 2, 3, 7, 8, 14, 21, 132, 1000}) {
+        CAPTURE(period);
+        CAPTURE(rows);
+        CAPTURE(blocks);
+        CHECK(tilenorm::class_major_slots(rows, blocks, period) ==
+              listed_slots(rows, blocks, period));
+      }
+    }
+  }
+  // bf16 N = 262143, M = 256 on the 7 resident clusters of 16 x 512 threads: walks of 37 rows
+  // from multiples of 37, over classes of 32 rows, meet two classes each.
+  CHECK(tilenorm::class_major_slots(256, 7, 8) == 2);
+  // No rows, or one shift: one partial row.
+  CHECK(tilenorm::class_major_slots(0, 7, 8) == 1);
+  CHECK(tilenorm::class_major_slots(1000, 7, 1) == 1);
 }
