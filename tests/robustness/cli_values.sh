@@ -46,7 +46,7 @@ expect_in "$work/err" "tilenorm-dump: error: --shift-per-row requires --misalign
 # registers): the generator's refusal, and nothing printed.
 run 1 "$tools/tilenorm-dump" --kernel layer_norm --n 4097 --misaligned --shift-per-row
 [ ! -s "$work/out" ] || fail "an impossible --shift-per-row printed to stdout"
-expect_in "$work/err" "shift_per_row (each peeled row at its own shift) needs peel_rows, row_storage prefetched"
+expect_in "$work/err" "shift_per_row (each peeled row at its own shift) needs peel_rows, rows_per_cta 1 and a persistent kernel"
 run 0 "$tools/tilenorm-dump" --kernel layer_norm --n 65537 --misaligned --shift-per-row --source-only
 expect_in "$work/out" "alignment peeling, this row's"
 # Column parameters fetched early only by one-CTA kernels in registers (65536 runs on clusters).
