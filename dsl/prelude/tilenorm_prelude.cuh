@@ -408,10 +408,10 @@ __device__ __forceinline__ int remainder_column(int k, int head) {
 // ---- Rows at every shift in one grid (a kernel that sums across rows, with shift_per_row).
 // Rows r and r + period start at the same shift, so the rows split into `period` classes, r %
 // period. Each row block (a CTA, or a cluster) walks its own contiguous range of the rows in
-// class-major order (class 0's rows first, each class in row order), so its shift changes only
-// where its range crosses into the next class; there it writes its column partial sums to a
-// partial row of their own. tilenorm::class_major_slots (runtime/src/alignment.cpp) counts the
-// partial rows that takes, with the same arithmetic.
+// class-major order (class 0's rows first, each class in row order), a class at a time, and
+// writes the column partial sums of each class it meets to a partial row of their own.
+// tilenorm::class_major_slots (runtime/src/alignment.cpp) counts the partial rows that takes,
+// with the same arithmetic.
 
 // The period, in rows, of the shifts of rows `stride` elements apart, peeled at VEC: VEC over
 // the largest power of two up to VEC that divides the stride.
@@ -423,20 +423,23 @@ __device__ __forceinline__ int shift_period(long long stride) {
   return VEC / common;
 }
 
-// The class of the q-th row in class-major order (0 <= q < rows): classes below rows % period
-// hold rows / period + 1 rows, the others rows / period.
+// The rows of class c: classes below rows % period hold rows / period + 1, the others
+// rows / period.
+__device__ __forceinline__ long long class_rows(int c, long long rows, int period) {
+  return rows / period + (c < rows % period ? 1 : 0);
+}
+
+// The class-major position of class c's first row.
+__device__ __forceinline__ long long class_first(int c, long long rows, int period) {
+  const long long extra = rows % period;
+  return c * (rows / period) + (c < extra ? c : extra);
+}
+
+// The class of the q-th row in class-major order (0 <= q < rows).
 __device__ __forceinline__ int row_class(long long q, long long rows, int period) {
   const long long base = rows / period, extra = rows % period;
   const long long long_rows = extra * (base + 1);  // the rows of the longer classes
   return static_cast<int>(q < long_rows ? q / (base + 1) : extra + (q - long_rows) / base);
-}
-
-// The q-th row in class-major order.
-__device__ __forceinline__ long long class_major_row(long long q, long long rows, int period) {
-  const long long base = rows / period, extra = rows % period;
-  const int c = row_class(q, rows, period);
-  const long long first = c * base + (c < extra ? c : extra);  // the class's first position
-  return c + (q - first) * period;
 }
 
 // Elements [col0, col0 + V) of a row or column parameter, which need not be aligned, element

@@ -308,11 +308,21 @@ std::int64_t early_column_vectors(const LoweredProgram& lp, const KernelSpec& sp
 
 namespace {
 
-// The columns of a CTA's copy of each column parameter: its slice, and with shift_per_row one
-// chunk more per sweep (the chunk after the sweep's last, which the last thread's shifted
+// Whether the copy of the column parameters is laid out at no shift, word by word, for rows at
+// every shift (a forward with shift_per_row). A program that sums across rows copies them anew
+// at each class's shift instead (Emitter::class_major_): read word by word at each row's
+// shift, they took ptxas 13 more registers (RMSNorm backward, bf16 N = 65537 on 8 x 256
+// threads, NVCC 13.0).
+bool stashes_column_words(const LoweredProgram& lp, const KernelSpec& spec) {
+  return spec.shift_per_row && !plan_kernels(lp).needs_finish();
+}
+
+// The columns of a CTA's copy of each column parameter: its slice, and laid out word by word
+// one chunk more per sweep (the chunk after the sweep's last, which the last thread's shifted
 // chunk reaches into).
-std::int64_t column_stash_columns(const KernelSpec& spec) {
-  const std::int64_t extra = spec.shift_per_row ? geometry(spec).iters * spec.config.vec : 0;
+std::int64_t column_stash_columns(const LoweredProgram& lp, const KernelSpec& spec) {
+  const std::int64_t extra =
+      stashes_column_words(lp, spec) ? geometry(spec).iters * spec.config.vec : 0;
   return slice_columns(spec) + extra;
 }
 
@@ -516,7 +526,7 @@ std::size_t column_stash_bytes(const LoweredProgram& lp, const KernelSpec& spec)
   // The limits below hold the slice's bytes; a copy at no shift (shift_per_row) takes one chunk
   // per sweep more.
   const std::int64_t columns = slice_columns(spec);
-  const std::int64_t extra_columns = column_stash_columns(spec) - columns;
+  const std::int64_t extra_columns = column_stash_columns(lp, spec) - columns;
   std::int64_t bytes = 0, extra = 0;
   for (const ir::Slot& slot : lp.program.slots) {
     if (!reads_column(slot)) continue;
@@ -615,10 +625,12 @@ class Emitter {
     pin_place_ = next_row_loads_pin(lp, spec);
     partials_before_barrier_ = adds_partials_before_row_barrier(lp, spec);
     // With each row at its own shift, a kernel that sums across rows walks a range of the rows
-    // in class-major order (emit_class_major_range): row blocks there are positions in it.
+    // in class-major order, one class at a time (emit_class_major_range): row blocks there are
+    // positions in it.
     class_major_ = spec.shift_per_row && plan_.needs_finish();
-    block_index_ = class_major_ ? "tn_first" : clustered_ ? "tn_cluster" : "blockIdx.x";
-    block_count_ = class_major_ ? "1" : clustered_ ? "tn_clusters" : "gridDim.x";
+    stash_words_ = stashes_column_words(lp, spec);
+    block_index_ = class_major_ ? "tn_row_begin" : clustered_ ? "tn_cluster" : "blockIdx.x";
+    block_count_ = class_major_ ? "tn_period" : clustered_ ? "tn_clusters" : "gridDim.x";
     partial_block_ = class_major_ ? "(tn_group * tn_slots + tn_slot)" : block_index_;
     // Row groups combine their partial sums in shared memory, one partial row per CTA, when
     // the column sums are in shared memory already or small enough to move there (not on a
@@ -690,14 +702,7 @@ class Emitter {
     // A software cluster's CTAs hold nothing a peer reads after they exit.
     const bool exchanges = clustered_ && !global_exchange_ && !lp_.reduction_phases.empty();
     if (exchanges) codegen_sm90::emit_exit_arrive(out_);
-    emit_partials();
-    if (class_major_) {
-      // The partial rows of this row block that no class took hold zeros.
-      out_ << "  for (++tn_slot; tn_slot < tn_slots; ++tn_slot) {\n";
-      emit_zero_partials();
-      emit_partials();
-      out_ << "  }\n";
-    }
+    if (!class_major_) emit_partials();  // (a class-major kernel wrote them class by class)
     if (exchanges) codegen_sm90::emit_exit_wait(out_);
     out_ << "}\n";
     if (plan_.needs_finish()) {
@@ -926,6 +931,12 @@ class Emitter {
   int min_ctas_per_sm(int threads) const {
     constexpr std::int64_t kRegisters = 128, kRegistersPerSm = 65536, kWorking = 40;
     constexpr std::int64_t kEarlyPrefetchRegisters = 160;  // see sinks_prefetches
+    // A class-major kernel's loop over the classes and its shifted column reads took ptxas to
+    // 155-200 registers where the same kernel at one shift per CTA takes 118-128 (peeled
+    // backwards, bf16 N = 65537 and 131071 on 8 x 256 threads, NVCC and NVRTC 13.0), halving
+    // the resident clusters; asked for 128, it fit with no spills.
+    if (class_major_)
+      return static_cast<int>(std::max<std::int64_t>(1, kRegistersPerSm / (threads * kRegisters)));
     if (sinks_prefetches(lp_, spec_))
       return static_cast<int>(kRegistersPerSm / (threads * kEarlyPrefetchRegisters));
     if (!staging() || held_registers(lp_, spec_) + kWorking > kRegisters) return 0;
@@ -997,7 +1008,7 @@ class Emitter {
     } else if (peel() && persistent_) {
       emit_shift_of_first_row();
     }
-    if (column_stash_) emit_column_stash();
+    if (column_stash_ && !class_major_) emit_column_stash();
     if (staging()) emit_staging_pointers();
     if (storage_ == RowStorage::shared) {
       out_ << "  unsigned char* tn_stash_next = tn_dynamic_smem;\n";
@@ -1039,18 +1050,19 @@ class Emitter {
   void emit_column_stash() {
     std::size_t offset = row_stash_bytes(lp_, spec_) + shared_partials_bytes(lp_, spec_);
     std::ostringstream copies;
-    out_ << "  // Column parameters, read for every row: copied to shared memory once.\n";
+    out_ << "  // Column parameters, read for every row: copied to shared memory once"
+         << (class_major_ ? " per class.\n" : ".\n");
     for (std::size_t i = 0; i < p_.slots.size(); ++i) {
       const ir::Slot& s = p_.slots[i];
       if (!reads_column(s)) continue;
       const std::string t = slot_type(s);
       out_ << "  " << t << "* tn_col" << i << " = reinterpret_cast<" << t << "*>(tn_dynamic_smem + "
            << offset << ");\n";
-      offset += static_cast<std::size_t>(column_stash_columns(spec_)) * dtype_size(slot_dtype(s));
+      offset += static_cast<std::size_t>(column_stash_columns(lp_, spec_)) * dtype_size(slot_dtype(s));
       const std::string fetched = std::string("tn::") +
                                   (peel() ? "gather_chunk<" : "fetch_chunk<") + t + ", VEC, N>(p_" +
                                   s.name + ", c0)";
-      if (spec_.shift_per_row) {
+      if (stash_words_) {
         copies << "      tn::store_stash_chunk_words<" << t << ", VEC, TPR>(tn_col" << i
                << ", it, k, " << fetched << ");\n";
       } else {
@@ -1058,7 +1070,7 @@ class Emitter {
                << ") * VEC>::type*>(" << column_stash_chunk(i) << ") = " << fetched << ";\n";
       }
     }
-    if (spec_.shift_per_row) {
+    if (stash_words_) {
       // At no shift, word-major: thread `lane` copies its chunk slot's aligned columns, and
       // thread 0 also the chunk after the sweep's last.
       const std::string slot =
@@ -1186,9 +1198,8 @@ class Emitter {
     if (class_major_) {
       out_
           << "  {\n    const long long fetch_block = " << block_expr << ";\n"
-          << "    const bool fetch_valid = fetch_block < tn_last;\n"
-          << "    const long long fetch_row = fetch_valid ? tn::class_major_row(fetch_block, rows, "
-             "tn_period) : 0;\n"
+          << "    const bool fetch_valid = fetch_block < tn_row_end;  // this class's rows only\n"
+          << "    const long long fetch_row = fetch_valid ? fetch_block : 0;\n"
           << "    const long long fetch_safe = fetch_row;\n";
     } else {
       out_ << "  {\n    const long long fetch_row = (" << block_expr << ") * RPC + row_in_cta;\n"
@@ -1196,8 +1207,8 @@ class Emitter {
            << "    const long long fetch_safe = fetch_valid ? fetch_row : 0;\n";
     }
     // The fetched row's own shift, for the chunk columns and remainder below (in this block, it
-    // hides the current row's).
-    if (spec_.shift_per_row) emit_shift_of_row("fetch_row");
+    // hides the current row's). A class-major kernel fetches only rows of the current class.
+    if (spec_.shift_per_row && !class_major_) emit_shift_of_row("fetch_row");
     for (std::size_t i = 0; i < p_.slots.size(); ++i) {
       const ir::Slot& s = p_.slots[i];
       if (s.role != ir::Role::read || s.shape != Shape::tile) continue;
@@ -1283,9 +1294,8 @@ class Emitter {
   // tensors it does not fetch ahead (of the row outputs too, unless `outputs` is false).
   void emit_row_start(const std::string& block_expr, bool outputs = true) {
     if (class_major_) {
-      out_ << "  const long long row = tn::class_major_row(" << block_expr
-           << ", rows, tn_period);\n"
-           << "  constexpr bool row_valid = true;  // the range ends at the last row\n";
+      out_ << "  const long long row = " << block_expr << ";  // (class-major: a row)\n"
+           << "  constexpr bool row_valid = true;  // the class's rows end at the last row\n";
     } else if (row_always_valid()) {
       out_ << "  const long long row = " << block_expr << " * RPC + row_in_cta;\n"
            << "  constexpr bool row_valid = true;  // a CTA of one row runs only for rows < rows\n";
@@ -1304,11 +1314,7 @@ class Emitter {
            << " = p_" << s.name << " + safe_row * stride_" << s.name << ";\n";
     }
     if (peel() && !persistent_) emit_shift();
-    if (class_major_) {
-      emit_class_change();
-    } else if (spec_.shift_per_row) {
-      emit_shift_of_row("row");
-    }
+    if (spec_.shift_per_row && !class_major_) emit_shift_of_row("row");
   }
 
   void emit_row_loop() {
@@ -1318,11 +1324,12 @@ class Emitter {
     }
     if (prefetching()) declare_raw_rows("_next");
     declare_row_scalar_stages();
+    if (class_major_) emit_class_segment_start();
     if (fetches_ahead(storage_)) emit_fetch(block_index_);
     if (fetches_any_row_scalar()) out_ << "  tn_row_scalar_block = 0;\n";
     if (spec_.early_columns) emit_early_columns();
     if (class_major_) {
-      out_ << "  for (long long block = tn_first; block < tn_last; ++block) {\n";
+      out_ << "  for (long long block = tn_row_begin; block < tn_row_end; block += tn_period) {\n";
     } else {
       out_ << "  for (long long block = " << block_index_
            << "; block * RPC < rows; block += " << block_count_ << ") {\n";
@@ -1346,6 +1353,7 @@ class Emitter {
     emit_row_end();
     if (fetches_any_row_scalar()) out_ << "  tn_row_scalar_block ^= 1;\n";
     out_ << "  }\n";
+    if (class_major_) emit_class_segment_end();
   }
 
   // KernelSpec::early_columns: each column parameter's chunks of this thread, fetched raw once
@@ -1455,63 +1463,46 @@ class Emitter {
     emit_shift_of_row(block_index_ + " * RPC + row_in_cta", "the same in every row of this thread");
   }
 
-  // How emit_shift_of_row states the shift: constants of the current scope, variables that
-  // later rows update (class_major_), or an update of those.
-  enum class ShiftState { constant, variable, update };
-
   // Peeled rows at a shift of their own (shift_per_row): that of row `row_expr` (its address is
   // computed, not read, so it may lie past the last row). `why` ends the generated comment.
-  void emit_shift_of_row(const std::string& row_expr, const std::string& why = "this row's",
-                         ShiftState state = ShiftState::constant) {
+  void emit_shift_of_row(const std::string& row_expr, const std::string& why = "this row's") {
     for (std::size_t i = 0; i < p_.slots.size(); ++i) {
       const ir::Slot& s = p_.slots[i];
       if (s.shape != Shape::tile) continue;
-      out_ << "  " << declared(state, "int")
-           << "tn_shift = static_cast<int>((reinterpret_cast<unsigned long long>(p_" << s.name
-           << ") / sizeof(" << slot_type(s) << ") + static_cast<unsigned long long>(" << row_expr
-           << ") * static_cast<unsigned long long>(stride_" << s.name
+      out_ << "  const int tn_shift = static_cast<int>((reinterpret_cast<unsigned long long>(p_"
+           << s.name << ") / sizeof(" << slot_type(s) << ") + static_cast<unsigned long long>("
+           << row_expr << ") * static_cast<unsigned long long>(stride_" << s.name
            << ")) % VEC);  // alignment peeling, " << why << "\n";
-      emit_head(state);
+      emit_head();
       return;
     }
     throw ProgramError("codegen: program '" + p_.name + "' has no row tensor to peel");
-  }
-  static std::string declared(ShiftState state, const std::string& type) {
-    switch (state) {
-      case ShiftState::constant:
-        return "const " + type + " ";
-      case ShiftState::variable:
-        return type + " ";
-      case ShiftState::update:
-        return "";
-    }
-    return "";
   }
 
   // The columns before a peeled row's first VEC-aligned column, and the columns of this
   // thread's remainder elements (N where it has none): element k goes to the row's thread
   // TPR - 1 - k % TPR, on a cluster's last CTA, whose sweeps hold the fewest body chunks.
-  void emit_head(ShiftState state = ShiftState::constant) {
-    out_ << "  " << declared(state, "int") << "tn_head = (VEC - tn_shift) % VEC;\n";
+  void emit_head() {
+    out_ << "  const int tn_head = (VEC - tn_shift) % VEC;\n";
     if (remainder_iters() == 0) return;
-    if (state != ShiftState::update) out_ << "  int tn_rem_col[REM_ITERS];\n";
-    out_ << "#pragma unroll\n"
+    out_ << "  int tn_rem_col[REM_ITERS];\n#pragma unroll\n"
          << "  for (int rk = 0; rk < REM_ITERS; ++rk)\n    tn_rem_col[rk] = "
          << (clustered_ ? "tn_rank != CLUSTER - 1 ? N : " : "")
          << "tn::remainder_column<VEC, N>(rk * TPR + TPR - 1 - lane, tn_head);\n";
   }
 
   // A kernel that sums across rows with each row at its own shift (class_major_): its row
-  // block's range of the rows in class-major order, and the shift of the class it starts in,
-  // which stays until the range crosses into the next class (emit_class_change).
+  // block's range of the rows in class-major order, which it walks a class at a time
+  // (emit_class_segment_start).
   void emit_class_major_range() {
     const std::string group = clustered_ ? "tn_cluster" : "static_cast<long long>(blockIdx.x)";
     const std::string groups = clustered_ ? "tn_clusters" : "static_cast<long long>(gridDim.x)";
     out_ << "  // Rows at every shift: this row block walks its own range of the rows in "
             "class-major\n"
-         << "  // order (class c: the rows r with r % period == c, all at one shift), and writes "
-            "its\n"
-         << "  // column partial sums to a partial row of their own for each class it meets.\n"
+         << "  // order (class c: the rows r with r % period == c, all at one shift), one class "
+            "at a\n"
+         << "  // time, and writes the column partial sums of each class to a partial row of "
+            "their own.\n"
          << "  const int tn_period = tn::shift_period<VEC>(stride_" << first_row_slot().name
          << ");\n"
          << "  const long long tn_group = " << group << ";\n"
@@ -1519,25 +1510,43 @@ class Emitter {
          << "  const long long tn_first = tn_group * tn_per_group;\n"
          << "  const long long tn_last = tn_first + tn_per_group < rows ? tn_first + tn_per_group "
             ": rows;\n"
-         << "  const long long tn_slots = tn_partial_rows / " << groups
-         << ";  // partial rows per row block\n"
-         << "  long long tn_slot = 0;  // the one the column partial sums go to\n"
-         << "  int tn_class = tn_first < rows ? tn::row_class(tn_first, rows, tn_period) : 0;\n";
-    emit_shift_of_row("(tn_first < rows ? tn::class_major_row(tn_first, rows, tn_period) : 0)",
-                      "that of the rows of the current class", ShiftState::variable);
+         << "  const int tn_slots = static_cast<int>(tn_partial_rows / " << groups
+         << ");  // partial rows per row block\n"
+         << "  const int tn_class_low = tn_first < tn_last ? tn::row_class(tn_first, rows, "
+            "tn_period) : 0;\n";
   }
 
-  // Where the row of `block` starts another class: the partial sums so far go to their partial
-  // row, and the sums restart at the new class's shift.
-  void emit_class_change() {
-    out_ << "  {\n    const int row_class = tn::row_class(block, rows, tn_period);\n"
-         << "    if (row_class != tn_class) {\n";
+  // Opens the loop over the classes of this row block's range (class_major_): the rows
+  // [tn_row_begin, tn_row_end) of class tn_class in it, tn_period apart and all at its shift,
+  // so the row loop inside keeps one shift, and a fetch ahead never crosses into the next
+  // class. A row block with fewer classes than tn_slots writes zeros to the partial rows left
+  // over (classes past its range, or past the period, hold none of its rows).
+  void emit_class_segment_start() {
+    out_ << "  for (int tn_slot = 0; tn_slot < tn_slots; ++tn_slot) {\n"
+         << "  const int tn_class = tn_class_low + tn_slot;\n"
+         << "  const long long tn_class_first = tn::class_first(tn_class, rows, tn_period);\n"
+         << "  const long long tn_class_end = tn_class_first + tn::class_rows(tn_class, rows, "
+            "tn_period);\n"
+         << "  const long long tn_row_begin = tn_class + (tn_first > tn_class_first ? tn_first - "
+            "tn_class_first : 0) * tn_period;\n"
+         << "  const long long tn_row_end = tn_class + ((tn_last < tn_class_end ? tn_last : "
+            "tn_class_end) - tn_class_first) * tn_period;\n";
+    emit_shift_of_row("tn_class", "that of every row of this class");
+    if (column_stash_) {
+      out_ << "  __syncthreads();  // the last class's rows have read their column copies\n";
+      emit_column_stash();
+    }
+    // The fetch before the row loop fills the row-scalar slots 0 again.
+    if (fetches_any_row_scalar()) out_ << "  tn_row_scalar_block = 1;\n";
+  }
+
+  // Closes a class's segment: its column partial sums go to their partial row, and restart.
+  void emit_class_segment_end() {
+    // The segment's last fetch (of no row) may still be copying into the row-scalar slots.
+    if (fetches_any_row_scalar()) out_ << "  tn::wait_async_copies();\n";
     emit_partials();
-    out_ << "      ++tn_slot;\n";
     emit_zero_partials();
-    out_ << "      tn_class = row_class;\n";
-    emit_shift_of_row("row", "the new class's", ShiftState::update);
-    out_ << "    }\n  }\n";
+    out_ << "  }\n";
   }
 
   // Zeros this thread's slots of the column partial sums in shared memory.
@@ -1888,7 +1897,7 @@ class Emitter {
         // Peeled rows shift the chunks per row, so a column parameter's chunk is generally not
         // aligned; load_column_chunk_peeled reads the aligned vectors around it.
         out_ << "      float col" << n.index << "[VEC];\n";
-        if (column_stash_ && spec_.shift_per_row) {
+        if (column_stash_ && stash_words_) {
           out_ << "      tn::load_stashed_chunk_shifted<" << slot_type(s) << ", VEC, TPR>(tn_col"
                << n.index << ", it, lane, tn_head, col" << n.index << ");\n";
         } else if (column_stash_) {
@@ -2605,6 +2614,7 @@ class Emitter {
   std::string block_index_;       // this CTA's (or cluster's) first row block
   std::string partial_block_;     // the row block whose partial row this CTA writes
   bool class_major_ = false;      // rows at every shift, in class-major order (shift_per_row)
+  bool stash_words_ = false;      // the column copy at no shift, word-major (shift_per_row)
   std::string block_count_;       // the stride between its row blocks
   std::vector<bool> stashed_;
   // Staged rows: the row inputs the passes of this row block have read, and whether the next

@@ -50,7 +50,7 @@ bool shift_per_row_pays(std::int64_t resident, std::int64_t period);
 // The partial rows of column sums per row block of a kernel that sums across rows with each
 // row at its own shift (KernelSpec::shift_per_row): each of the `blocks` row blocks walks
 // ceil(rows / blocks) consecutive rows of the class-major order (rows grouped by r % period,
-// the classes of one shift; see the device prelude's class_major_row) and writes a partial row
+// the classes of one shift; see the device prelude's row_class) and writes a partial row
 // for each class its walk touches. The most any row block needs, at least 1.
 std::int64_t class_major_slots(std::int64_t rows, std::int64_t blocks, std::int64_t period);
 
