@@ -1058,7 +1058,8 @@ class Emitter {
       const std::string t = slot_type(s);
       out_ << "  " << t << "* tn_col" << i << " = reinterpret_cast<" << t << "*>(tn_dynamic_smem + "
            << offset << ");\n";
-      offset += static_cast<std::size_t>(column_stash_columns(lp_, spec_)) * dtype_size(slot_dtype(s));
+      offset +=
+          static_cast<std::size_t>(column_stash_columns(lp_, spec_)) * dtype_size(slot_dtype(s));
       const std::string fetched = std::string("tn::") +
                                   (peel() ? "gather_chunk<" : "fetch_chunk<") + t + ", VEC, N>(p_" +
                                   s.name + ", c0)";
@@ -1196,11 +1197,10 @@ class Emitter {
   // their copies into shared memory.
   void emit_fetch(const std::string& block_expr) {
     if (class_major_) {
-      out_
-          << "  {\n    const long long fetch_block = " << block_expr << ";\n"
-          << "    const bool fetch_valid = fetch_block < tn_row_end;  // this class's rows only\n"
-          << "    const long long fetch_row = fetch_valid ? fetch_block : 0;\n"
-          << "    const long long fetch_safe = fetch_row;\n";
+      out_ << "  {\n    const long long fetch_block = " << block_expr << ";\n"
+           << "    const bool fetch_valid = fetch_block < tn_row_end;  // this class's rows only\n"
+           << "    const long long fetch_row = fetch_valid ? fetch_block : 0;\n"
+           << "    const long long fetch_safe = fetch_row;\n";
     } else {
       out_ << "  {\n    const long long fetch_row = (" << block_expr << ") * RPC + row_in_cta;\n"
            << "    const bool fetch_valid = fetch_row < rows;\n"
