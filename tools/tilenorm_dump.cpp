@@ -93,8 +93,9 @@ int dump(const std::vector<std::string>& args) {
                "the kernel for rows that may start misaligned (alignment peeling: a scalar head, "
                "aligned vectors, a scalar tail)");
   app.add_flag("--shift-per-row", o.shift_per_row,
-               "with --misaligned: the persistent forward that finds each row's shift (which the "
-               "runtime takes where whole periods of the rows' shifts would idle its grid)")
+               "with --misaligned: the persistent kernel that finds each row's shift, a backward "
+               "walking the rows class by class (which the runtime takes where whole periods of "
+               "the rows' shifts would idle its grid)")
       ->needs("--misaligned");
   app.add_flag("--early-columns", o.early_columns,
                "the kernel that fetches its column parameters before the row loop (which the "

@@ -625,8 +625,8 @@ class Emitter {
     pin_place_ = next_row_loads_pin(lp, spec);
     partials_before_barrier_ = adds_partials_before_row_barrier(lp, spec);
     // With each row at its own shift, a kernel that sums across rows walks a range of the rows
-    // in class-major order, one class at a time (emit_class_major_range): row blocks there are
-    // positions in it.
+    // in class-major order, one class at a time (emit_class_major_range): its row loop steps
+    // through the rows of a class, tn_period apart.
     class_major_ = spec.shift_per_row && plan_.needs_finish();
     stash_words_ = stashes_column_words(lp, spec);
     block_index_ = class_major_ ? "tn_row_begin" : clustered_ ? "tn_cluster" : "blockIdx.x";
@@ -931,10 +931,10 @@ class Emitter {
   int min_ctas_per_sm(int threads) const {
     constexpr std::int64_t kRegisters = 128, kRegistersPerSm = 65536, kWorking = 40;
     constexpr std::int64_t kEarlyPrefetchRegisters = 160;  // see sinks_prefetches
-    // A class-major kernel's loop over the classes and its shifted column reads took ptxas to
-    // 155-200 registers where the same kernel at one shift per CTA takes 118-128 (peeled
-    // backwards, bf16 N = 65537 and 131071 on 8 x 256 threads, NVCC and NVRTC 13.0), halving
-    // the resident clusters; asked for 128, it fit with no spills.
+    // A class-major kernel's loop over the classes took ptxas to 173-204 registers where the
+    // same kernel at one shift per CTA takes 118-128 (peeled backwards, bf16 N = 65537 and
+    // 131071 on 8 x 256 threads, NVRTC 13.0), halving the resident clusters; asked for 128, it
+    // fit with no spills (H100: +8 to +20 points at 131071 and 262143 over whole periods).
     if (class_major_)
       return static_cast<int>(std::max<std::int64_t>(1, kRegistersPerSm / (threads * kRegisters)));
     if (sinks_prefetches(lp_, spec_))
