@@ -2524,6 +2524,21 @@ TEST_CASE("codegen: every built-in kernel compiles for the other supported archi
       early.early_columns = true;
       jobs.push_back({name, arch, early});
     }
+    // Peeled backwards at every row's shift, walked class by class: on one CTA per row
+    // everywhere, and on a cluster of 16 where there are such clusters (where there are not, the
+    // row's 16 CTAs are a software cluster, which keeps one shift per thread).
+    for (const auto& [name, n] : {std::pair{"rms_norm_backward", std::int64_t{4097}},
+                                  std::pair{"layer_norm_backward", std::int64_t{131071}}}) {
+      KernelSpec per_row{DType::bf16, DType::bf16, n,
+                         tilenorm::heuristic_config(lowered(name), DType::bf16, DType::bf16, n,
+                                                    limits, 0, /*peel_rows=*/true),
+                         /*peel_rows=*/true};
+      per_row.shift_per_row = true;
+      per_row = tilenorm::fit_shared_memory(lowered(name), per_row, limits);
+      const bool class_major = tilenorm::can_shift_per_row(lowered(name), per_row);
+      CHECK(class_major == (n == 4097 || limits.cluster_ctas == 16));
+      if (class_major) jobs.push_back({name, arch, per_row});
+    }
     // Clusters (sm_90 and later): a long row split across the device's largest cluster,
     // forward and backward, and an fp16 forward (whose words convert one half at a time there).
     if (limits.clusters()) {
