@@ -6,6 +6,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <random>
 #include <string>
 #include <string_view>
@@ -271,6 +272,34 @@ void check_stacked_cluster(const tilenorm::Norm& norm, std::int64_t n, std::int6
   CHECK(report.used.config.rows_per_cta == rows);
 }
 
+// Runs `norm` (the backward of `program`) on misaligned rows, n columns from a base pointer
+// `offset` elements past an aligned one: it matches the interpreter and writes every element
+// of its outputs and nothing else; then `about_kernel` checks which kernel ran (in this
+// function's context, so that a failure names the shape).
+void check_misaligned(const tilenorm::Norm& norm, const tilenorm::ir::Program& program, DType dtype,
+                      std::int64_t n, std::int64_t m, std::int64_t offset, unsigned seed,
+                      const std::function<void(const tilenorm::CheckReport&)>& about_kernel) {
+  CAPTURE(program.name);
+  CAPTURE(tilenorm::dtype_name(dtype));
+  CAPTURE(n);
+  CAPTURE(m);
+  CAPTURE(offset);
+  const auto report = tilenorm::check_against_interpreter(
+      norm,
+      {.io_dtype = dtype,
+       .param_dtype = dtype,
+       .rows = m,
+       .cols = n,
+       .element_offset = offset,
+       .seed = seed,
+       .scalars = program.find_slot("eps") ? std::vector<float>{1e-2f} : std::vector<float>{}});
+  INFO(report.describe());
+  CHECK(report.ok());
+  CHECK(report.unwritten == 0);
+  CHECK(report.clobbered == 0);
+  about_kernel(report);
+}
+
 }  // namespace
 
 // The heuristic's clusters of 5, 6 and 7 CTAs of 64 threads x 4 rows, whose slices tile bf16
@@ -352,29 +381,14 @@ TEST_CASE("backward: misaligned rows are peeled at one shift per thread across m
       for (const Case c : {Case{1001, 4000}, Case{2051, 6000}, Case{4097, 3000}, Case{12345, 1300},
                            Case{40001, 400}}) {
         for (std::int64_t offset : {0, 3}) {
-          CAPTURE(program.name);
-          CAPTURE(tilenorm::dtype_name(dtype));
-          CAPTURE(c.n);
-          CAPTURE(c.m);
-          CAPTURE(offset);
-          const auto report = tilenorm::check_against_interpreter(
-              norm, {.io_dtype = dtype,
-                     .param_dtype = dtype,
-                     .rows = c.m,
-                     .cols = c.n,
-                     .element_offset = offset,
-                     .seed = 1234u + static_cast<unsigned>(c.n + offset),
-                     .scalars = program.find_slot("eps") ? std::vector<float>{1e-2f}
-                                                         : std::vector<float>{}});
-          INFO(report.describe());
-          CHECK(report.ok());
-          CHECK(report.unwritten == 0);
-          CHECK(report.clobbered == 0);
-          // The widest vector, peeled, where the row has 256 vectors of it.
-          const int widest = dtype == DType::bf16 ? 8 : 4;
-          const bool peeled = c.n >= 256 * widest;
-          CHECK(report.used.peel_rows == peeled);
-          CHECK(report.used.config.vec == (peeled ? widest : 1));
+          check_misaligned(norm, program, dtype, c.n, c.m, offset,
+                           1234u + static_cast<unsigned>(c.n + offset), [&](const auto& report) {
+                             // The widest vector, peeled, where the row has 256 vectors of it.
+                             const int widest = dtype == DType::bf16 ? 8 : 4;
+                             const bool peeled = c.n >= 256 * widest;
+                             CHECK(report.used.peel_rows == peeled);
+                             CHECK(report.used.config.vec == (peeled ? widest : 1));
+                           });
         }
       }
     }
@@ -406,29 +420,15 @@ TEST_CASE("backward: misaligned rows at every shift are walked class by class") 
       for (const Case c : {Case{4097, 3000}, Case{12345, 1300}, Case{65537, 300}, Case{131071, 9},
                            Case{262143, 40}}) {
         for (std::int64_t offset : {0, 3}) {
-          CAPTURE(program.name);
-          CAPTURE(tilenorm::dtype_name(dtype));
-          CAPTURE(c.n);
-          CAPTURE(c.m);
-          CAPTURE(offset);
-          const auto report = tilenorm::check_against_interpreter(
-              norm, {.io_dtype = dtype,
-                     .param_dtype = dtype,
-                     .rows = c.m,
-                     .cols = c.n,
-                     .element_offset = offset,
-                     .seed = 4321u + static_cast<unsigned>(c.n + offset),
-                     .scalars = program.find_slot("eps") ? std::vector<float>{1e-2f}
-                                                         : std::vector<float>{}});
-          INFO(report.describe());
-          CHECK(report.ok());
-          CHECK(report.unwritten == 0);
-          CHECK(report.clobbered == 0);
-          REQUIRE(report.used.peel_rows);
-          // The kernel that ran walked the rows class by class (else this test says nothing).
-          tilenorm::KernelSpec spec{dtype, dtype, c.n, report.used.config, true};
-          spec.shift_per_row = true;
-          CHECK(tilenorm::can_shift_per_row(lowered, spec));
+          check_misaligned(norm, program, dtype, c.n, c.m, offset,
+                           4321u + static_cast<unsigned>(c.n + offset), [&](const auto& report) {
+                             // The kernel that ran walked the rows class by class (else this
+                             // test says nothing).
+                             CHECK(report.used.peel_rows);
+                             tilenorm::KernelSpec spec{dtype, dtype, c.n, report.used.config, true};
+                             spec.shift_per_row = true;
+                             CHECK(tilenorm::can_shift_per_row(lowered, spec));
+                           });
         }
       }
     }
