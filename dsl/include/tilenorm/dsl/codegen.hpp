@@ -109,10 +109,11 @@ struct KernelSpec {
   // (config_problem() says so otherwise).
   bool peel_rows = false;
   // Each peeled row finds its own shift (only where can_shift_per_row()), so a persistent grid
-  // need not hold whole periods of shifts; the copy of the column parameters is then read word
-  // by word at each row's shift. A kernel that sums across rows then walks a range of the rows
-  // in class-major order (the rows of one shift together) and writes a partial row of column
-  // sums for each class it meets (GeneratedKernel::shift_per_row). The runtime asks for it
+  // need not hold whole periods of shifts. A forward then reads its copy of the column
+  // parameters word by word at each row's shift; a kernel that sums across rows walks a range
+  // of the rows in class-major order (the rows of one shift together), a class at a time,
+  // copies the column parameters at each class's shift and writes a partial row of column sums
+  // for each class it meets (GeneratedKernel::shift_per_row). The runtime asks for it
   // where whole periods would leave many resident row blocks idle. Part of the generated code's
   // identity.
   bool shift_per_row = false;
