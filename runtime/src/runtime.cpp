@@ -652,9 +652,10 @@ struct Norm::State {
       // Unless its own registers keep as many row blocks off the SMs as the periods would (a
       // class-major LayerNorm recompute without bias, bf16 N = 65537: 151 registers, 7
       // clusters where whole periods keep 8 of 14; 31.1% of the copy against 40.5%, H100).
-      const std::int64_t kept = loaded.max_grid / period * period;
+      // (The runtime keeps every module it loaded, so the copy's functions stay valid.)
+      const LoadedKernel per_thread = loaded;
       load(loaded, per_row);
-      if (loaded.max_grid <= kept) load(loaded, spec);
+      if (loaded.max_grid <= per_thread.max_grid / period * period) loaded = per_thread;
     }
     for (const ir::Slot& slot : lowered.program.slots) {
       if (slot.shape == ir::Shape::tile)
