@@ -247,18 +247,25 @@ std::optional<PrunedCandidate> prune(const Context& context, const KernelConfig&
   }
   // Staged rows won where the next row's loads had no registers to land in: backwards of one
   // CTA per row (H200, bf16, 2026-11-30: LayerNorm N = 4096-16384 +3 to +6 points of the copy
-  // ceiling; config_problem refuses them on clusters). Where a thread holds at most 16 values
-  // of a row input, prefetched has the registers; rows within a warp (short rows, all of which
-  // prefetch or stay in registers) are not searched.
-  const std::int64_t values_per_thread =
-      ceil_div(vectors_per_row, std::int64_t{config.threads_per_row}) * config.vec;
-  if (storage == RowStorage::staged && (!persistent || values_per_thread <= kPrefetchValues ||
-                                        config.threads_per_row < kStagedRowThreads)) {
+  // ceiling). Where a thread holds at most 16 values of a row input, prefetched has the
+  // registers; rows within a warp (short rows, all of which prefetch or stay in registers) are
+  // not searched. On a cluster, a thread's slice of a row input must be kStagedSliceBytes or more
+  // (the fp32 slices of N = 262144, whose prefetch does not fit in registers).
+  const std::int64_t slice_vectors_per_thread =
+      ceil_div(vectors_per_row, std::int64_t{config.threads_per_row} * config.ctas_per_row);
+  const std::int64_t values_per_thread = slice_vectors_per_thread * config.vec;
+  const bool staged_slices =
+      config.ctas_per_row == 1
+          ? values_per_thread > kPrefetchValues && config.threads_per_row >= kStagedRowThreads
+          : values_per_thread * static_cast<std::int64_t>(dtype_size(context.io_dtype)) >=
+                kStagedSliceBytes;
+  if (storage == RowStorage::staged && (!persistent || !staged_slices)) {
     return pruned(PruneRule::staged_scope,
-                  "staged rows are searched only in backwards (sums across rows) of one CTA per "
-                  "row, at least " +
+                  "staged rows are searched only in backwards (sums across rows): of one CTA per "
+                  "row from " +
                       std::to_string(kStagedRowThreads) + " threads per row and more than " +
-                      std::to_string(kPrefetchValues) + " values per thread");
+                      std::to_string(kPrefetchValues) + " values per thread, on a cluster from " +
+                      std::to_string(kStagedSliceBytes) + " bytes of a row input per thread");
   }
   const std::int64_t threads = std::int64_t{config.threads_per_row} * config.rows_per_cta;
   if (threads < kMinBlockThreads) {
@@ -380,7 +387,7 @@ std::string_view prune_rule_name(PruneRule rule) {
     case PruneRule::forward_prefetch:
       return "forward prefetch without cluster";
     case PruneRule::staged_scope:
-      return "staged outside a one-CTA backward";
+      return "staged outside a backward";
     case PruneRule::small_block:
       return "CTA under 64 threads";
     case PruneRule::idle_threads:

@@ -311,6 +311,15 @@ __device__ __forceinline__ unsigned shared_address(const void* pointer) {
   return address;
 }
 
+// The same address for a cp.async's destination, through the intrinsic, which ptxas sees
+// through: it folds a staging slot's address into a base register and a constant offset, where
+// the opaque cvta above took a register per slot (a staged cluster slice's sixteen copies spilled
+// 208-328 bytes per thread, NVRTC 13.0, sm_90). Not used for every shared address: in the
+// recomputing fp32 RMSNorm backward that moved ptxas's allocation from 0 to 28 bytes spilled.
+__device__ __forceinline__ unsigned stage_address(const void* pointer) {
+  return static_cast<unsigned>(__cvta_generic_to_shared(pointer));
+}
+
 // Starts an asynchronous copy (cp.async, sm_80+) of elements [col0, col0 + V) of a row of N
 // into `stage` in shared memory, without waiting: columns past N, and everything when `valid`
 // is false, are filled with zeros, and nothing past the row is read. Bytes is V * sizeof(T):
@@ -324,11 +333,11 @@ __device__ __forceinline__ void copy_chunk_async(typename RawVector<sizeof(T) * 
   const T* source = columns > 0 ? row + col0 : row;
   const unsigned bytes = static_cast<unsigned>(columns * static_cast<int>(sizeof(T)));
   if constexpr (kBytes == 16) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(shared_address(stage)),
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(stage_address(stage)),
                  "l"(source), "r"(bytes)
                  : "memory");
   } else {
-    asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;" ::"r"(shared_address(stage)),
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;" ::"r"(stage_address(stage)),
                  "l"(source), "n"(kBytes), "r"(bytes)
                  : "memory");
   }

@@ -475,13 +475,28 @@ std::size_t stage_bytes(const KernelSpec& spec, DType dtype) {
   return (bytes + 15) / 16 * 16;
 }
 
+// Whether row input `slot` of RowStorage::staged is copied ahead into shared memory: all but the
+// first KernelSpec::unstaged_row_inputs row inputs.
+bool stages_row_input(const LoweredProgram& lp, const KernelSpec& spec, std::size_t slot) {
+  const auto& slots = lp.program.slots;
+  const auto is_row_input = [](const ir::Slot& s) {
+    return s.role == ir::Role::read && s.shape == ir::Shape::tile;
+  };
+  if (static_cast<RowStorage>(spec.config.row_storage) != RowStorage::staged ||
+      !is_row_input(slots[slot]))
+    return false;
+  const auto before =
+      std::count_if(slots.begin(), slots.begin() + static_cast<long>(slot), is_row_input);
+  return before >= spec.unstaged_row_inputs;
+}
+
 // Shared memory for the next row block's chunks of RowStorage::staged.
 std::size_t staging_bytes(const LoweredProgram& lp, const KernelSpec& spec) {
-  if (static_cast<RowStorage>(spec.config.row_storage) != RowStorage::staged) return 0;
   std::size_t bytes = 0;
-  for (const ir::Slot& slot : lp.program.slots) {
-    if (slot.role == ir::Role::read && slot.shape == ir::Shape::tile)
-      bytes += stage_bytes(spec, ir::storage_dtype(slot, spec.io_dtype, spec.param_dtype));
+  for (std::size_t i = 0; i < lp.program.slots.size(); ++i) {
+    if (stages_row_input(lp, spec, i))
+      bytes += stage_bytes(spec,
+                           ir::storage_dtype(lp.program.slots[i], spec.io_dtype, spec.param_dtype));
   }
   return bytes;
 }
@@ -872,6 +887,10 @@ class Emitter {
                  ? ", column partial sums in registers (the device's shared memory)"
                  : "")
          << (global_exchange_ ? ", a software cluster (row totals exchanged in global memory)" : "")
+         << (spec_.unstaged_row_inputs > 0
+                 ? ", the first " + std::to_string(spec_.unstaged_row_inputs) +
+                       " row input(s) loaded at each row's start, not staged"
+                 : "")
          << "\n";
     if (global_exchange_) {
       out_ << "// Launch " << k.name << " cooperatively (every CTA resident), on a grid that is a\n"
@@ -1102,6 +1121,15 @@ class Emitter {
     return storage_ == RowStorage::prefetched || storage_ == RowStorage::pipelined;
   }
   bool staging() const { return storage_ == RowStorage::staged; }
+  // Row input `slot` is copied ahead into shared memory (see stages_row_input).
+  bool stages_slot(std::size_t slot) const { return stages_row_input(lp_, spec_, slot); }
+  // Row input `slot` is fetched a row block ahead, into registers or shared memory; the others
+  // (a staged kernel's KernelSpec::unstaged_row_inputs) are loaded at each row's start.
+  bool fetches_slot_ahead(std::size_t slot) const {
+    const ir::Slot& s = p_.slots[slot];
+    return fetches_ahead(storage_) && s.role == ir::Role::read && s.shape == Shape::tile &&
+           (!staging() || stages_slot(slot));
+  }
   bool pipelined() const { return storage_ == RowStorage::pipelined; }
 
   // A cluster kernel that fetches row blocks ahead copies their row-scalar inputs (a backward's
@@ -1149,7 +1177,7 @@ class Emitter {
     out_ << "  int tn_row_scalar_block = 1;\n";
   }
   // At a row block's start: its fetched row-scalar inputs, from shared memory (a staged kernel
-  // has waited for its copies already).
+  // has just waited for its copies, emit_preload).
   void emit_row_scalar_reads() {
     if (!fetches_any_row_scalar()) return;
     if (!staging()) out_ << "  tn::wait_async_copies();\n";
@@ -1166,7 +1194,7 @@ class Emitter {
                          column_stash_bytes(lp_, spec_);
     for (std::size_t i = 0; i < p_.slots.size(); ++i) {
       const ir::Slot& s = p_.slots[i];
-      if (s.role != ir::Role::read || s.shape != Shape::tile) continue;
+      if (!stages_slot(i)) continue;
       out_ << "  " << raw_type(s) << "* tn_stage" << i << " = reinterpret_cast<" << raw_type(s)
            << "*>(tn_dynamic_smem + " << offset << ") + threadIdx.x;\n";
       offset += stage_bytes(spec_, slot_dtype(s));
@@ -1186,7 +1214,8 @@ class Emitter {
     }
     for (NodeId id : p_.reachable_nodes()) {
       const Node& n = g_.node(id);
-      if (!final_pass && n.op == Op::load && n.shape == Shape::tile && !inputs_read_.count(n.index))
+      if (!final_pass && n.op == Op::load && n.shape == Shape::tile &&
+          stages_slot(static_cast<std::size_t>(n.index)) && !inputs_read_.count(n.index))
         return;
     }
     emit_fetch("block + " + block_count_);
@@ -1211,7 +1240,7 @@ class Emitter {
     if (spec_.shift_per_row && !class_major_) emit_shift_of_row("fetch_row");
     for (std::size_t i = 0; i < p_.slots.size(); ++i) {
       const ir::Slot& s = p_.slots[i];
-      if (s.role != ir::Role::read || s.shape != Shape::tile) continue;
+      if (!fetches_slot_ahead(i)) continue;
       const std::string t = slot_type(s);
       out_ << "    const " << t << "* fetch" << i << " = p_" << s.name << " + fetch_safe * stride_"
            << s.name << ";\n";
@@ -1220,7 +1249,7 @@ class Emitter {
          << "      const int c0 = " << chunk_column() << ";\n";
     for (std::size_t i = 0; i < p_.slots.size(); ++i) {
       const ir::Slot& s = p_.slots[i];
-      if (s.role != ir::Role::read || s.shape != Shape::tile) continue;
+      if (!fetches_slot_ahead(i)) continue;
       const std::string t = slot_type(s);
       if (staging()) {
         out_ << "      tn::copy_chunk_async<" << t << ", VEC, N>(tn_stage" << i
@@ -1307,7 +1336,7 @@ class Emitter {
         << "  const long long safe_row = row_valid ? row : 0;  // rows past the end load nothing\n";
     for (std::size_t i = 0; i < p_.slots.size(); ++i) {
       const ir::Slot& s = p_.slots[i];
-      if (s.shape != Shape::tile || (s.role == ir::Role::read && fetches_ahead(storage_)) ||
+      if (s.shape != Shape::tile || (s.role == ir::Role::read && fetches_slot_ahead(i)) ||
           (s.role == ir::Role::written && !outputs))
         continue;
       out_ << "  " << (s.role == ir::Role::read ? "const " : "") << slot_type(s) << "* row" << i
@@ -1589,28 +1618,43 @@ class Emitter {
 
   void emit_preload() {
     declare_raw_rows("_raw");
-    emit_row_scalar_reads();
     if (prefetching()) {
+      emit_row_scalar_reads();
       emit_raw_copy("_raw", "_next");
       emit_fetch("block + " + block_count_);
       return;
     }
-    if (staging()) out_ << "  tn::wait_async_copies();\n";
-    out_ << "#pragma unroll\n  for (int it = 0; it < ITERS; ++it) {\n";
-    // Only rows loaded here need the chunk's column (staged rows are in flight).
-    if (!staging()) out_ << "    const int c0 = " << chunk_column() << ";\n";
+    // The row inputs not staged load from global memory, issued before the wait so that they
+    // are in flight with the staged copies (a staged kernel's KernelSpec::unstaged_row_inputs).
+    bool loads = false;
     for (std::size_t i = 0; i < p_.slots.size(); ++i) {
       const ir::Slot& s = p_.slots[i];
-      if (s.role != ir::Role::read || s.shape != Shape::tile) continue;
-      if (staging()) {
-        out_ << "    in" << i << "_raw[it] = tn_stage" << i << "[it * TPR * RPC];\n";
-      } else {
-        out_ << "    in" << i
-             << "_raw[it] = " << raw_chunk_load(s, "row" + std::to_string(i), "row_valid") << ";\n";
+      if (s.role != ir::Role::read || s.shape != Shape::tile || stages_slot(i)) continue;
+      if (!loads) {
+        out_ << "#pragma unroll\n  for (int it = 0; it < ITERS; ++it) {\n"
+             << "    const int c0 = " << chunk_column() << ";\n";
+        loads = true;
       }
+      out_ << "    in" << i
+           << "_raw[it] = " << raw_chunk_load(s, "row" + std::to_string(i), "row_valid") << ";\n";
+    }
+    if (loads) out_ << "  }\n";
+    emit_remainder_loads("_raw", "row", "row_valid");
+    if (!staging()) {
+      emit_row_scalar_reads();
+      return;
+    }
+    // The wait covers the row-scalar inputs copied with the staged chunks (a cluster backward's
+    // saved statistics): read before it, they raced with their copies, which gave the saved
+    // backwards on clusters wrong results that depended on timing (sixty-second session).
+    out_ << "  tn::wait_async_copies();\n";
+    emit_row_scalar_reads();
+    out_ << "#pragma unroll\n  for (int it = 0; it < ITERS; ++it) {\n";
+    for (std::size_t i = 0; i < p_.slots.size(); ++i) {
+      if (stages_slot(i))
+        out_ << "    in" << i << "_raw[it] = tn_stage" << i << "[it * TPR * RPC];\n";
     }
     out_ << "  }\n";
-    emit_remainder_loads("_raw", "row", "row_valid");
   }
 
   // The nodes `keep` accepts that computing `roots` needs, in topological order, not looking
@@ -2696,11 +2740,14 @@ std::optional<std::string> config_problem(const LoweredProgram& lp, const Kernel
            "across rows (its exchange lives in the workspace), got ctas_per_row " +
            std::to_string(c.ctas_per_row);
   }
-  if (storage == RowStorage::staged && c.ctas_per_row > 1) {
-    return "staged rows are not supported on a cluster (ctas_per_row " +
-           std::to_string(c.ctas_per_row) +
-           "): compute-sanitizer racecheck reported shared-memory hazards and wrong results "
-           "there (H200, 2026-11-30) whose cause is not found yet; use prefetched";
+  if (spec.unstaged_row_inputs != 0 &&
+      (storage != RowStorage::staged || spec.unstaged_row_inputs < 0 ||
+       spec.unstaged_row_inputs >= row_input_count(lp))) {
+    return "unstaged_row_inputs (row inputs a staged kernel loads at each row's start) must be 0, "
+           "or with row_storage staged in 1.." +
+           std::to_string(row_input_count(lp) - 1) + " so that one row input is staged, got " +
+           std::to_string(spec.unstaged_row_inputs) + " with row_storage " +
+           std::string(row_storage_name(storage));
   }
   if (storage == RowStorage::pipelined &&
       (c.ctas_per_row == 1 || lp.reduction_phases.size() != 1)) {

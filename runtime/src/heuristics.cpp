@@ -170,6 +170,15 @@ KernelSpec fit_shared_memory(const LoweredProgram& program, KernelSpec spec,
   // A row split wider than the device's clusters runs as a software cluster.
   spec.global_exchange = spec.config.ctas_per_row > limits.cluster_ctas &&
                          runs_software_clusters(plan_kernels(program), limits);
+  // Staged cluster slices whose stages do not fit beside the column partial sums load their
+  // first row inputs at each row's start instead, as many as it takes.
+  if (static_cast<RowStorage>(spec.config.row_storage) == RowStorage::staged &&
+      spec.config.ctas_per_row > 1) {
+    while (dynamic_shared_memory_bytes(program, spec) + kStaticSharedReserve >
+               limits.shared_memory_per_block &&
+           spec.unstaged_row_inputs + 1 < row_input_count(program))
+      ++spec.unstaged_row_inputs;
+  }
   if (shared_partials_bytes(program, spec) <= limits.shared_memory_per_block) return spec;
   KernelSpec in_registers = spec;
   in_registers.partials_in_registers = true;
@@ -1021,6 +1030,25 @@ struct Rows {
       // (2 MiB) in flight at a time, so the grid's rows stay in L2, where one CTA per row re-read
       // up to 132 of them from HBM (fp32 N = 262144: 8.7% for LayerNorm's backward, 19.3% for
       // RMSNorm's, eighth session).
+      // Where each thread of those slices holds eight whole 16-byte vectors of 32-bit rows (fp32
+      // N = 262144), the next row block is staged in shared memory (cp.async): the registers
+      // hold no second set, and the slices no longer wait out each row's exchange and stores
+      // with nothing in flight. RMSNorm and LayerNorm without bias stage x and dy beside their
+      // column partial sums; LayerNorm, whose two sums take 128 KiB, stages dy and loads x at
+      // each row's start (fit_shared_memory). Ragged or shorter slices spilled staged (NVRTC
+      // 13.0, sm_90: RMSNorm at N = 200000 120 bytes, 229376 124-368 bytes) and keep
+      // registers, as do 16-bit rows (four vectors per thread prefetch).
+      if (cluster_backward && dtype_size(io_dtype) == 4 &&
+          chunks == std::int64_t{kLongSliceThreads} * ctas * 2 * kClusterVectorsPerThread) {
+        const KernelConfig staged{
+            kLongSliceThreads, 1, vec, static_cast<int>(RowStorage::staged), ctas, kPinByRule};
+        const KernelSpec fitted =
+            fit_shared_memory(program, {io_dtype, param_dtype, n, staged, peel_rows}, limits);
+        if (!config_problem(program, fitted) && !fitted.partials_in_registers &&
+            dynamic_shared_memory_bytes(program, fitted) + kStaticSharedReserve <=
+                limits.shared_memory_per_block)
+          return staged;
+      }
       if (cluster_backward) {
         const KernelConfig long_slices{
             kLongSliceThreads, 1, vec, static_cast<int>(RowStorage::registers), ctas, kPinByRule};

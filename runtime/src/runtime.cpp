@@ -117,8 +117,19 @@ BuiltKernel build_kernel(const LoweredProgram& program, const KernelSpec& spec,
   built.cubin = std::move(compiled.cubin);
   built.registers = compiled.registers;
   built.spill_bytes = compiled.spill_store_bytes + compiled.spill_load_bytes;
+  built.static_shared_bytes = compiled.shared_memory_bytes;
   built.from_disk_cache = compiled.from_disk_cache;
   return built;
+}
+
+std::optional<std::string> shared_memory_problem(std::size_t static_bytes,
+                                                 std::size_t dynamic_bytes,
+                                                 std::size_t limit_bytes) {
+  if (static_bytes + dynamic_bytes <= limit_bytes) return std::nullopt;
+  return "it needs " + std::to_string(static_bytes + dynamic_bytes) +
+         " bytes of shared memory per CTA (" + std::to_string(static_bytes) + " static, " +
+         std::to_string(dynamic_bytes) + " dynamic); the device allows " +
+         std::to_string(limit_bytes);
 }
 
 namespace {
@@ -262,6 +273,11 @@ struct Runtime::Impl {
           info.shared_memory_per_multiprocessor, occupancy_cta_limit(generated),
           disk ? &*disk : nullptr);
       if (!compiled.from_disk_cache) ++nvrtc_compiles;
+      if (auto problem = shared_memory_problem(
+              static_cast<std::size_t>(std::max(compiled.shared_memory_bytes, 0)),
+              generated.dynamic_shared_bytes, limits.shared_memory_per_block)) {
+        throw Error("cannot load kernel " + generated.name + " (" + arch + "): " + *problem);
+      }
       driver::ScopedContext scope(context);
       CUmodule module = nullptr;
       try {

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <optional>
 #include <random>
 #include <string>
 #include <string_view>
@@ -129,7 +130,7 @@ namespace {
 // summed over every element), slices re-read from global memory, prefetching, pipelined
 // exchanges, one and two rows per CTA (M = 5 leaves the last CTA's second row empty), and
 // persistent grids of clusters that loop over more row blocks than fit at once (M = 1000).
-// (Staged rows are refused on clusters: see config_problem.) One test case per program, so that
+// (Staged slices have a test case of their own, below.) One test case per program, so that
 // compute-sanitizer can take them one at a time: racecheck on all three outlasts a device call.
 void check_backward_on_clusters(const tilenorm::ir::Program& program,
                                 std::initializer_list<int> cluster_sizes = {2, 4, 16}) {
@@ -252,6 +253,77 @@ TEST_CASE("backward: clusters of 3, 6 and 12 CTAs split RMSNorm rows, match the 
   check_backward_on_clusters(tilenorm::backward(tilenorm::kernels::builtin_program("rms_norm"),
                                                 {tilenorm::StatisticsMode::recompute}),
                              {3, 6, 12});
+}
+
+// Staged slices on clusters: each CTA copies its slice of the next row block into shared
+// memory (cp.async) while it works on this one, with the saved statistics copied beside them;
+// those were read before the copies' wait once, which gave the saved backwards wrong results that
+// depended on timing (sixty-second session). Covered: LayerNorm (its mean read by the first
+// pass), LayerNorm without bias, RMSNorm, recomputing and reading saved statistics, DyT (a
+// learned scalar); clusters of 2, 4 and 16; one, two and four rows per CTA (the statistics copied
+// ahead for stacked bf16 rows on clusters of 16); one row block per cluster and many; and the
+// heuristic's fp32 slices at N = 262144, where LayerNorm stages dy and loads x at each row's
+// start (KernelSpec::unstaged_row_inputs).
+TEST_CASE("backward: staged row slices on clusters match the interpreter") {
+  if (!runs_clusters(backward_runtime())) return;
+  const tilenorm::ir::Program& layer_norm = tilenorm::kernels::builtin_program("layer_norm");
+  const tilenorm::ir::Program& rms_norm = tilenorm::kernels::builtin_program("rms_norm");
+  const std::vector<tilenorm::ir::Program> programs = {
+      tilenorm::backward(layer_norm),
+      tilenorm::backward(layer_norm, {tilenorm::StatisticsMode::recompute}),
+      tilenorm::backward(tilenorm::kernels::builtin_program("layer_norm_no_bias")),
+      tilenorm::backward(rms_norm),
+      tilenorm::backward(rms_norm, {tilenorm::StatisticsMode::recompute}),
+      tilenorm::backward(dyt())};
+  const int staged = static_cast<int>(tilenorm::RowStorage::staged);
+  int checked = 0;
+  // `config` empty: the heuristic's, which must be staged slices on a cluster of 16.
+  auto check = [&](const tilenorm::Norm& norm, const tilenorm::ir::Program& program, DType dtype,
+                   std::int64_t n, std::int64_t m,
+                   const std::optional<tilenorm::KernelConfig>& config) {
+    CAPTURE(program.name);
+    CAPTURE(tilenorm::dtype_name(dtype));
+    CAPTURE(config ? config->describe() : std::string("the heuristic's"));
+    CAPTURE(n);
+    CAPTURE(m);
+    const auto report = tilenorm::check_against_interpreter(
+        norm,
+        {.io_dtype = dtype,
+         .param_dtype = dtype,
+         .rows = m,
+         .cols = n,
+         .seed = 900u + static_cast<unsigned>(checked),
+         .scalars = program.find_slot("eps") ? std::vector<float>{1e-2f} : std::vector<float>{},
+         .config = config});
+    if (config) {
+      check_forced_config(report, *config);
+    } else {
+      INFO(report.describe());
+      CHECK(report.ok());
+      CHECK(report.unwritten == 0);
+      CHECK(report.used.config.row_storage == staged);
+      CHECK(report.used.config.ctas_per_row == 16);
+    }
+    ++checked;
+  };
+  for (const tilenorm::ir::Program& program : programs) {
+    const tilenorm::Norm norm = backward_runtime().load(program);
+    for (int ctas : {2, 4, 16}) {
+      for (auto [n, m, rows_per_cta] : {std::tuple<std::int64_t, std::int64_t, int>{20000, 5, 1},
+                                        {20000, 1000, 1},
+                                        {20000, 1000, 2},
+                                        {8192, 37, 4}}) {
+        const tilenorm::KernelConfig config{256 / rows_per_cta, rows_per_cta, 8, staged, ctas, 0};
+        REQUIRE_FALSE(
+            tilenorm::config_problem(norm.lowered(), {DType::bf16, DType::bf16, n, config}));
+        check(norm, program, DType::bf16, n, m, config);
+      }
+    }
+    // The heuristic's slices of fp32 rows of 262144 (the built-in programs'; not DyT's).
+    if (program.name.starts_with("dyt")) continue;
+    for (std::int64_t m : {3, 37}) check(norm, program, DType::f32, 262144, m, std::nullopt);
+  }
+  CHECK(checked == 6 * 12 + 5 * 2);
 }
 
 namespace {

@@ -1076,6 +1076,80 @@ TEST_CASE("codegen: staged rows copy the next row block into shared memory with 
             .persistent);
 }
 
+TEST_CASE("codegen: staged cluster slices wait for their copies before reading any of them") {
+  const auto limits = tilenorm::DeviceLimits::hopper();
+  // LayerNorm's saved backward, bf16, two rows per CTA on clusters of 16: the statistics are
+  // copied ahead with the staged chunks, and read back only after the copies' wait.
+  {
+    const auto program = lowered("layer_norm_backward");
+    KernelConfig stacked = config(128, 2, 8, RowStorage::staged);
+    stacked.ctas_per_row = 16;
+    const auto kernel =
+        tilenorm::generate_cuda(program, {DType::bf16, DType::bf16, 65536, stacked});
+    const std::string& src = kernel.source;
+    const std::size_t loop = src.find("for (long long block = ");
+    const std::size_t statistic = src.find("_raw = tn_row_scalar", loop);
+    const std::size_t wait = src.find("tn::wait_async_copies();", loop);
+    REQUIRE(statistic != std::string::npos);
+    CHECK(loop < wait);
+    CHECK(wait < statistic);
+    CHECK(contains(src, "tn::copy_scalar_async("));
+  }
+  // fp32 rows of 262144 on 16 x 512 threads: LayerNorm's two column sums (128 KiB) leave room
+  // for one stage of 64 KiB, so fit_shared_memory has it stage dy and load x at each row's start,
+  // issued before the wait; RMSNorm stages both.
+  const auto program = lowered("layer_norm_backward");
+  KernelConfig slices = config(512, 1, 4, RowStorage::staged);
+  slices.ctas_per_row = 16;
+  const KernelSpec fitted =
+      tilenorm::fit_shared_memory(program, {DType::f32, DType::f32, 262144, slices}, limits);
+  REQUIRE(fitted.unstaged_row_inputs == 1);
+  const auto kernel = tilenorm::generate_cuda(program, fitted);
+  const std::size_t x = *program.program.find_slot("x"), dy = *program.program.find_slot("dy");
+  const std::string& src = kernel.source;
+  CHECK(kernel.dynamic_shared_bytes == 2 * 32 * 512 * 4 + 8 * 512 * 16);
+  CHECK_FALSE(contains(src, "tn_stage" + std::to_string(x)));
+  CHECK(contains(src, "the first 1 row input(s) loaded at each row's start, not staged"));
+  const std::size_t loop = src.find("for (long long block = ");
+  const std::size_t load_x = src.find("in" + std::to_string(x) + "_raw[it] = ", loop);
+  const std::size_t wait = src.find("tn::wait_async_copies();", loop);
+  const std::size_t read_dy =
+      src.find("in" + std::to_string(dy) + "_raw[it] = tn_stage" + std::to_string(dy), loop);
+  REQUIRE(load_x != std::string::npos);
+  CHECK(load_x < wait);
+  CHECK(wait < read_dy);
+  const KernelSpec rms = tilenorm::fit_shared_memory(
+      lowered("rms_norm_backward"), {DType::f32, DType::f32, 262144, slices}, limits);
+  CHECK(rms.unstaged_row_inputs == 0);
+  // Ragged slices (N = 200000) have the same shared memory; the heuristic keeps them in
+  // registers, but the tuner may stage them, so they are checked too.
+  for (const auto& [name, n] : {std::pair<const char*, std::int64_t>{"rms_norm_backward", 262144},
+                                {"rms_norm_backward_recompute", 262144},
+                                {"layer_norm_no_bias_backward", 262144},
+                                {"layer_norm_backward_recompute", 262144},
+                                {"rms_norm_backward", 200000}}) {
+    CAPTURE(name);
+    CAPTURE(n);
+    const LoweredProgram& lp = lowered(name);
+    const KernelSpec spec =
+        tilenorm::fit_shared_memory(lp, {DType::f32, DType::f32, n, slices}, limits);
+    REQUIRE_FALSE(tilenorm::config_problem(lp, spec));
+    if (n == 262144) {
+      // Compiled (NVRTC, sm_90): no spills, and static and dynamic shared memory fit together.
+      const tilenorm::BuiltKernel built = tilenorm::build_kernel(lp, spec, "sm_90", false);
+      CHECK(built.spill_bytes == 0);
+      CHECK_FALSE(tilenorm::shared_memory_problem(
+          static_cast<std::size_t>(built.static_shared_bytes), built.generated.dynamic_shared_bytes,
+          limits.shared_memory_per_block));
+      CHECK(built.static_shared_bytes + tilenorm::kStaticSharedReserve / 2 <=
+            tilenorm::kStaticSharedReserve);
+    }
+  }
+  CHECK(tilenorm::shared_memory_problem(8192, 229376, 232448) ==
+        "it needs 237568 bytes of shared memory per CTA (8192 static, 229376 dynamic); the device "
+        "allows 232448");
+}
+
 TEST_CASE("codegen: RMSNorm's 16-bit recomputing cluster backward asks ptxas for fewer CTAs") {
   // At its default allocation ptxas issued the next row block's loads after the exchange's wait;
   // the CTAs per SM that 160 registers allow keep them before it (NVRTC 13.0, sm_90).
@@ -1323,10 +1397,25 @@ TEST_CASE("codegen: config_problem names what is wrong with a configuration") {
             .empty());
   KernelConfig staged_cluster = config(256, 1, 8, RowStorage::staged);
   staged_cluster.ctas_per_row = 4;
-  CHECK(problem("layer_norm_backward", DType::bf16, 65536, staged_cluster) ==
-        "staged rows are not supported on a cluster (ctas_per_row 4): compute-sanitizer "
-        "racecheck reported shared-memory hazards and wrong results there (H200, 2026-11-30) "
-        "whose cause is not found yet; use prefetched");
+  CHECK(problem("layer_norm_backward", DType::bf16, 65536, staged_cluster).empty());
+  // Row inputs loaded at each row's start: only staged, and one row input stays staged.
+  KernelSpec partly_staged{DType::f32, DType::f32, 262144, staged_cluster};
+  partly_staged.config.vec = 4;
+  partly_staged.config.ctas_per_row = 16;
+  partly_staged.config.threads_per_row = 512;
+  partly_staged.unstaged_row_inputs = 1;
+  CHECK_FALSE(tilenorm::config_problem(lowered("layer_norm_backward"), partly_staged));
+  partly_staged.unstaged_row_inputs = 2;
+  CHECK(tilenorm::config_problem(lowered("layer_norm_backward"), partly_staged) ==
+        "unstaged_row_inputs (row inputs a staged kernel loads at each row's start) must be 0, "
+        "or with row_storage staged in 1..1 so that one row input is staged, got 2 with "
+        "row_storage staged");
+  partly_staged.unstaged_row_inputs = 1;
+  partly_staged.config.row_storage = static_cast<int>(RowStorage::prefetched);
+  CHECK(tilenorm::config_problem(lowered("layer_norm_backward"), partly_staged) ==
+        "unstaged_row_inputs (row inputs a staged kernel loads at each row's start) must be 0, "
+        "or with row_storage staged in 1..1 so that one row input is staged, got 1 with "
+        "row_storage prefetched");
   CHECK(tilenorm::config_problem(lowered("rms_norm"), {DType::bf16, DType::bf16, 1024,
                                                        config(128, 1, 8, RowStorage::staged),
                                                        /*peel_rows=*/true}) ==
@@ -1474,7 +1563,9 @@ TEST_CASE("codegen: the heuristic gives a valid configuration for every kernel, 
         CAPTURE(name);
         CAPTURE(tilenorm::dtype_name(dtype));
         CAPTURE(n);
-        const KernelSpec spec = heuristic_spec(program, dtype, n);
+        // As the runtime launches it (fit_shared_memory).
+        const KernelSpec spec =
+            tilenorm::fit_shared_memory(program, heuristic_spec(program, dtype, n), limits);
         CAPTURE(spec.config.describe());
         CHECK_FALSE(tilenorm::config_problem(program, spec).has_value());
         CHECK(tilenorm::dynamic_shared_memory_bytes(program, spec) <=
@@ -1963,13 +2054,27 @@ TEST_CASE("codegen: fp32 forwards too long for four vectors per thread on 16 x 5
 
 TEST_CASE("codegen: a backward too long for four vectors per thread on a cluster takes eight") {
   // fp32 N = 262144: x and dy slices of 1024 threads x 4 vectors do not fit the registers of a
-  // 1024-thread CTA, so the cluster's CTAs keep 8 vectors each on 512 threads, in registers.
+  // 1024-thread CTA, so the cluster's CTAs keep 8 vectors each on 512 threads, and stage the
+  // next row block in shared memory; LayerNorm's two column sums leave room for dy's stage only.
+  const auto limits = tilenorm::DeviceLimits::hopper();
   for (const char* name : {"rms_norm_backward", "layer_norm_backward_recompute"}) {
     CAPTURE(name);
-    const KernelConfig config = heuristic_spec(lowered(name), DType::f32, 262144).config;
+    const LoweredProgram& program = lowered(name);
+    const KernelConfig config = heuristic_spec(program, DType::f32, 262144).config;
     CHECK(config.ctas_per_row == 16);
     CHECK(config.threads_per_row == 512);
-    CHECK(static_cast<RowStorage>(config.row_storage) == RowStorage::registers);
+    CHECK(static_cast<RowStorage>(config.row_storage) == RowStorage::staged);
+    const KernelSpec fitted =
+        tilenorm::fit_shared_memory(program, heuristic_spec(program, DType::f32, 262144), limits);
+    CHECK(fitted.unstaged_row_inputs == (std::string(name) == "rms_norm_backward" ? 0 : 1));
+    CHECK_FALSE(fitted.partials_in_registers);
+    // Slices of seven vectors (N = 229376) keep their registers: staged, they spilled.
+    CHECK(static_cast<RowStorage>(heuristic_spec(program, DType::f32, 229376).config.row_storage) !=
+          RowStorage::staged);
+    // 16-bit rows of 262144 hold four vectors per thread and prefetch.
+    CHECK(
+        static_cast<RowStorage>(heuristic_spec(program, DType::bf16, 262144).config.row_storage) ==
+        RowStorage::prefetched);
     // Twice as long, the slices do not fit those registers either: the cluster's CTAs re-read
     // them (from L2, one row block per cluster at a time) instead of one CTA per row streaming
     // whole rows again from HBM.

@@ -143,7 +143,8 @@ TEST_CASE("search space: every built-in kernel gets a small, valid space for eve
         const KernelConfig heuristic = tilenorm::heuristic_config(program, dtype, dtype, n, limits);
         CHECK(survives(candidates, heuristic));
         for (const auto& candidate : candidates) {
-          const tilenorm::KernelSpec spec{dtype, dtype, n, candidate.config};
+          const tilenorm::KernelSpec spec =
+              tilenorm::fit_shared_memory(program, {dtype, dtype, n, candidate.config}, limits);
           CHECK_FALSE(tilenorm::config_problem(program, spec).has_value());
           CHECK(tilenorm::dynamic_shared_memory_bytes(program, spec) ==
                 candidate.dynamic_shared_bytes);

@@ -37,7 +37,7 @@ enum class PruneRule {
                        // prefetched slices: up to four)
   forward_prefetch,    // prefetched rows for a program without sums across rows, no cluster,
                        // rows under 320 vectors
-  staged_scope,        // staged rows outside a backward of one CTA per row (measured there)
+  staged_scope,        // staged rows outside a backward, or its slices too short to need them
   small_block,         // fewer than 64 threads per CTA
   idle_threads,        // more than half of a row's threads would have no vector to work on
   uncoalesced,         // a row's threads read less than a 128-byte line per step

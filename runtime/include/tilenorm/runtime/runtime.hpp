@@ -209,9 +209,18 @@ struct BuiltKernel {
   std::vector<char> cubin;
   int registers = -1;
   int spill_bytes = 0;
+  int static_shared_bytes = 0;  // from ptxas; the dynamic is generated.dynamic_shared_bytes
   bool from_disk_cache = false;
 };
 BuiltKernel build_kernel(const LoweredProgram& program, const KernelSpec& spec,
                          const std::string& arch, bool use_disk_cache = true);
+
+// Why a kernel with `static_bytes` of static shared memory (ptxas's count: a cluster's exchange,
+// the statistics copied ahead) and `dynamic_bytes` of dynamic cannot run on a device that allows
+// `limit_bytes` per CTA, the two together, if it cannot. The runtime checks this before it loads
+// a kernel, so that such a configuration is refused by name rather than by the launch.
+std::optional<std::string> shared_memory_problem(std::size_t static_bytes,
+                                                 std::size_t dynamic_bytes,
+                                                 std::size_t limit_bytes);
 
 }  // namespace tilenorm
