@@ -34,6 +34,17 @@ tilenorm::Runtime& backward_runtime() {
   return runtime;
 }
 
+// The options that check `program` on m rows of n `dtype` elements (eps 1e-2 where it has one).
+tilenorm::CheckOptions rows_of(const tilenorm::ir::Program& program, DType dtype, std::int64_t m,
+                               std::int64_t n, std::uint64_t seed) {
+  return {.io_dtype = dtype,
+          .param_dtype = dtype,
+          .rows = m,
+          .cols = n,
+          .seed = seed,
+          .scalars = program.find_slot("eps") ? std::vector<float>{1e-2f} : std::vector<float>{}};
+}
+
 struct Layout {
   const char* name;
   std::int64_t extra_row_stride;
@@ -286,15 +297,9 @@ TEST_CASE("backward: staged row slices on clusters match the interpreter") {
     CAPTURE(config ? config->describe() : std::string("the heuristic's"));
     CAPTURE(n);
     CAPTURE(m);
-    const auto report = tilenorm::check_against_interpreter(
-        norm,
-        {.io_dtype = dtype,
-         .param_dtype = dtype,
-         .rows = m,
-         .cols = n,
-         .seed = 900u + static_cast<unsigned>(checked),
-         .scalars = program.find_slot("eps") ? std::vector<float>{1e-2f} : std::vector<float>{},
-         .config = config});
+    tilenorm::CheckOptions options = rows_of(program, dtype, m, n, 900u + checked);
+    options.config = config;
+    const auto report = tilenorm::check_against_interpreter(norm, options);
     if (config) {
       check_forced_config(report, *config);
     } else {
@@ -356,15 +361,9 @@ void check_misaligned(const tilenorm::Norm& norm, const tilenorm::ir::Program& p
   CAPTURE(n);
   CAPTURE(m);
   CAPTURE(offset);
-  const auto report = tilenorm::check_against_interpreter(
-      norm,
-      {.io_dtype = dtype,
-       .param_dtype = dtype,
-       .rows = m,
-       .cols = n,
-       .element_offset = offset,
-       .seed = seed,
-       .scalars = program.find_slot("eps") ? std::vector<float>{1e-2f} : std::vector<float>{}});
+  tilenorm::CheckOptions options = rows_of(program, dtype, m, n, seed);
+  options.element_offset = offset;
+  const auto report = tilenorm::check_against_interpreter(norm, options);
   INFO(report.describe());
   CHECK(report.ok());
   CHECK(report.unwritten == 0);
