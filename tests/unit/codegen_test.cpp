@@ -1130,7 +1130,7 @@ TEST_CASE("codegen: staged cluster slices wait for their copies before reading a
                                 {"rms_norm_backward", 200000}}) {
     CAPTURE(name);
     CAPTURE(n);
-    const LoweredProgram& lp = lowered(name);
+    const LoweredProgram lp = lowered(name);
     const KernelSpec spec =
         tilenorm::fit_shared_memory(lp, {DType::f32, DType::f32, n, slices}, limits);
     REQUIRE_FALSE(tilenorm::config_problem(lp, spec));
@@ -2059,7 +2059,7 @@ TEST_CASE("codegen: a backward too long for four vectors per thread on a cluster
   const auto limits = tilenorm::DeviceLimits::hopper();
   for (const char* name : {"rms_norm_backward", "layer_norm_backward_recompute"}) {
     CAPTURE(name);
-    const LoweredProgram& program = lowered(name);
+    const LoweredProgram program = lowered(name);
     const KernelConfig config = heuristic_spec(program, DType::f32, 262144).config;
     CHECK(config.ctas_per_row == 16);
     CHECK(config.threads_per_row == 512);
