@@ -1028,15 +1028,17 @@ struct Rows {
       // (2 MiB) in flight at a time, so the grid's rows stay in L2, where one CTA per row re-read
       // up to 132 of them from HBM (fp32 N = 262144: 8.7% for LayerNorm's backward, 19.3% for
       // RMSNorm's, eighth session).
-      // Where each thread of those slices holds eight whole 16-byte vectors of 32-bit rows (fp32
-      // N = 262144), the next row block is staged in shared memory (cp.async): the registers
-      // hold no second set, and the slices no longer wait out each row's exchange and stores
-      // with nothing in flight. RMSNorm and LayerNorm without bias stage x and dy beside their
-      // column partial sums; LayerNorm, whose two sums take 128 KiB, stages dy and loads x at
-      // each row's start (fit_shared_memory). Ragged or shorter slices spilled staged (NVRTC
-      // 13.0, sm_90: RMSNorm at N = 200000 120 bytes, 229376 124-368 bytes) and keep
-      // registers, as do 16-bit rows (four vectors per thread prefetch).
-      if (cluster_backward && dtype_size(io_dtype) == 4 &&
+      // A recomputing backward with two column sums (LayerNorm's) whose threads hold eight whole
+      // 16-byte vectors of 32-bit rows on those slices (fp32 N = 262144) stages the next row
+      // block's dy in shared memory (cp.async) and loads x at each row's start
+      // (fit_shared_memory): the registers hold no second set, and dy's copies are in flight
+      // through each row's exchange and stores (sixty-eighth session, H100, the benchmark, M =
+      // 256, % of the copy ceiling: 86.3 against 74.1 in registers). Not the others there: the
+      // saved LayerNorm backward, dy staged, ran 69.4 against 80.1; RMSNorm and LayerNorm
+      // without bias with x and dy staged 59.7-63.8 against 77.4-84.2 (with dy alone, RMSNorm
+      // spills 84-96 bytes, NVRTC 13.0).
+      if (cluster_backward && recomputing_backward && two_column_sums &&
+          dtype_size(io_dtype) == 4 &&
           chunks == std::int64_t{kLongSliceThreads} * ctas * 2 * kClusterVectorsPerThread) {
         const KernelConfig staged{
             kLongSliceThreads, 1, vec, static_cast<int>(RowStorage::staged), ctas, kPinByRule};

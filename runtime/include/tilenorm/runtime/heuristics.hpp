@@ -50,16 +50,15 @@ bool runs_software_clusters(const KernelPlan& plan, const DeviceLimits& limits);
 // than the device has per CTA (their 128 KiB at most fit sm_80, sm_90 and sm_100 but not the
 // 99 KiB of sm_86, sm_89 and sm_120), they stay in registers (KernelSpec::partials_in_registers),
 // if the kernel then fits.
-// Staged slices on a cluster (RowStorage::staged, ctas_per_row > 1) whose stages leave less than
-// kStaticSharedReserve of the device's shared memory per CTA load their first row inputs at each
-// row's start (KernelSpec::unstaged_row_inputs), as many as it takes, one staying staged.
+// Staged slices on a cluster (RowStorage::staged, ctas_per_row > 1) stage their last row input
+// (a backward's dy) and load the others at each row's start (KernelSpec::unstaged_row_inputs).
 KernelSpec fit_shared_memory(const LoweredProgram& program, KernelSpec spec,
                              const DeviceLimits& limits);
 
-// Shared memory per CTA kept free beside a staged cluster kernel's dynamic shared memory for its
-// static: the cluster's exchange and the statistics copied ahead (LayerNorm's fp32 backward at N
-// = 262144 on 16 x 512 threads: 8 KiB of them). The runtime checks the sum before it loads a
-// kernel (shared_memory_problem).
+// Shared memory per CTA the heuristic keeps free beside a staged cluster kernel's dynamic shared
+// memory for its static: the cluster's exchange and the statistics copied ahead (LayerNorm's fp32
+// backward at N = 262144 on 16 x 512 threads: 8 KiB of them). The runtime checks the sum before it
+// loads a kernel (shared_memory_problem).
 inline constexpr std::size_t kStaticSharedReserve = 16 * 1024;
 
 // The limits of a GPU as its driver reports them.
