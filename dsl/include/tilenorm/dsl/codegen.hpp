@@ -138,10 +138,10 @@ struct KernelSpec {
   bool global_exchange = false;
   // With row_storage staged: the first this many row inputs (in slot order) are not copied
   // ahead into shared memory but loaded from global memory at each row's start, issued before
-  // the wait for the staged copies, for a kernel whose shared memory holds the stages of only
-  // the others (LayerNorm's fp32 backward at N = 262144 on clusters of 16: its column partial
-  // sums take 128 KiB, so it stages dy and loads x; see fit_shared_memory in the runtime). At
-  // least one row input stays staged. Part of the generated code's identity.
+  // the wait for the staged copies. fit_shared_memory in the runtime sets it for staged cluster
+  // slices, which stage only their last row input (a backward's dy: the one arrangement that
+  // measured faster than registers, LayerNorm's fp32 recompute at N = 262144). At least one row
+  // input stays staged. Part of the generated code's identity.
   int unstaged_row_inputs = 0;
 };
 
