@@ -372,6 +372,7 @@ struct Rows {
     // 89.4%).
     for (const auto& phase : program.reduction_phases) {
       wide_phase = wide_phase || phase.size() >= kWidePhaseReductions;
+      paired_row_sums = paired_row_sums || phase.size() >= 2;
       for (ir::NodeId r : phase)
         comoments = comoments || program.program.graph->node(r).op == ir::Op::comoment;
     }
@@ -1028,17 +1029,20 @@ struct Rows {
       // (2 MiB) in flight at a time, so the grid's rows stay in L2, where one CTA per row re-read
       // up to 132 of them from HBM (fp32 N = 262144: 8.7% for LayerNorm's backward, 19.3% for
       // RMSNorm's, eighth session).
-      // A recomputing backward with two column sums (LayerNorm's) whose threads hold eight whole
-      // 16-byte vectors of 32-bit rows on those slices (fp32 N = 262144) stages the next row
-      // block's dy in shared memory (cp.async) and loads x at each row's start
-      // (fit_shared_memory): the registers hold no second set, and dy's copies are in flight
-      // through each row's exchange and stores (sixty-eighth session, H100, the benchmark, M =
-      // 256, % of the copy ceiling: 86.3 against 74.1 in registers). Not the others there: the
-      // saved LayerNorm backward, dy staged, ran 69.4 against 80.1; RMSNorm and LayerNorm
-      // without bias with x and dy staged 59.7-63.8 against 77.4-84.2 (with dy alone, RMSNorm
-      // spills 84-96 bytes, NVRTC 13.0).
-      if (cluster_backward && recomputing_backward && two_column_sums &&
-          dtype_size(io_dtype) == 4 &&
+      // Backwards whose threads hold eight whole 16-byte vectors of 32-bit rows on those slices
+      // (fp32 N = 262144) stage the next row block's dy in shared memory (cp.async) and load x
+      // at each row's start (fit_shared_memory), where that measured faster: the registers hold
+      // no second set, and dy's copies are in flight through each row's exchange and stores.
+      // The benchmark, M = 256, % of the copy ceiling, dy staged against registers:
+      // - a recomputing backward with two column sums (LayerNorm's): 86.3 against 74.1 (H100,
+      //   sixty-eighth session);
+      // - one column sum beside a phase of two row sums (sixty-ninth session, H200): LayerNorm
+      //   without bias saved 75.1 against 67.4, recomputing 67.3 against 61.7; RMSNorm
+      //   recomputing (its rstd's sum beside the gradient's) 68.1 against 66.7.
+      // Not the others: LayerNorm's saved backward 60.4 against 64.5 (H200; H100 69.4 against
+      // 80.1), RMSNorm's saved backward (one row sum) 60.7 against 66.3 (H200).
+      const bool staged_slices_faster = two_column_sums ? recomputing_backward : paired_row_sums;
+      if (cluster_backward && staged_slices_faster && dtype_size(io_dtype) == 4 &&
           chunks == std::int64_t{kLongSliceThreads} * ctas * 2 * kClusterVectorsPerThread) {
         const KernelConfig staged{
             kLongSliceThreads, 1, vec, static_cast<int>(RowStorage::staged), ctas, kPinByRule};
@@ -1253,6 +1257,7 @@ struct Rows {
   bool single_phase = false;
   bool comoments = false;
   bool wide_phase = false;
+  bool paired_row_sums = false;  // a phase of two or more reductions
   bool stages_rows = false;
   bool stages_recomputed_rows = false;
 };

@@ -2063,19 +2063,24 @@ TEST_CASE("codegen: a backward too long for four vectors per thread on a cluster
   // 1024-thread CTA, so the cluster's CTAs keep 8 vectors each on 512 threads, and stage the
   // next row block in shared memory; LayerNorm's two column sums leave room for dy's stage only.
   const auto limits = tilenorm::DeviceLimits::hopper();
-  for (const char* name : {"rms_norm_backward", "layer_norm_backward_recompute"}) {
+  for (const char* name :
+       {"rms_norm_backward", "layer_norm_backward", "rms_norm_backward_recompute",
+        "layer_norm_backward_recompute", "layer_norm_no_bias_backward",
+        "layer_norm_no_bias_backward_recompute"}) {
     CAPTURE(name);
     const LoweredProgram program = lowered(name);
     const KernelConfig config = heuristic_spec(program, DType::f32, 262144).config;
     CHECK(config.ctas_per_row == 16);
     CHECK(config.threads_per_row == 512);
-    // LayerNorm's recompute stages dy, measured faster there; RMSNorm's slices stay in registers.
-    const bool layer_norm = std::string(name) == "layer_norm_backward_recompute";
+    // dy staged where it measured faster; the saved backwards of RMSNorm (one row sum) and
+    // LayerNorm (two column sums) keep their slices in registers.
+    const bool staged =
+        std::string(name) != "rms_norm_backward" && std::string(name) != "layer_norm_backward";
     CHECK(static_cast<RowStorage>(config.row_storage) ==
-          (layer_norm ? RowStorage::staged : RowStorage::registers));
+          (staged ? RowStorage::staged : RowStorage::registers));
     const KernelSpec fitted =
         tilenorm::fit_shared_memory(program, heuristic_spec(program, DType::f32, 262144), limits);
-    CHECK(fitted.unstaged_row_inputs == (layer_norm ? 1 : 0));
+    CHECK(fitted.unstaged_row_inputs == (staged ? 1 : 0));
     CHECK_FALSE(fitted.partials_in_registers);
     // Slices of seven vectors (N = 229376) keep their registers: staged, they spilled.
     CHECK(static_cast<RowStorage>(heuristic_spec(program, DType::f32, 229376).config.row_storage) !=
