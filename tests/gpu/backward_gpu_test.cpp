@@ -265,41 +265,52 @@ TEST_CASE("backward: clusters of 3, 6 and 12 CTAs split RMSNorm rows, match the 
                              {3, 6, 12});
 }
 
+namespace {
+
+// The built-in backwards and DyT's that the staged cluster tests run.
+std::vector<tilenorm::ir::Program> staged_cluster_programs() {
+  const tilenorm::ir::Program& layer_norm = tilenorm::kernels::builtin_program("layer_norm");
+  const tilenorm::ir::Program& rms_norm = tilenorm::kernels::builtin_program("rms_norm");
+  return {tilenorm::backward(layer_norm),
+          tilenorm::backward(layer_norm, {tilenorm::StatisticsMode::recompute}),
+          tilenorm::backward(tilenorm::kernels::builtin_program("layer_norm_no_bias")),
+          tilenorm::backward(tilenorm::kernels::builtin_program("layer_norm_no_bias"),
+                             {tilenorm::StatisticsMode::recompute}),
+          tilenorm::backward(rms_norm),
+          tilenorm::backward(rms_norm, {tilenorm::StatisticsMode::recompute}),
+          tilenorm::backward(dyt())};
+}
+
+// Runs `norm` (the backward of `program`) on fresh rows in a forced staged configuration: it
+// matches the interpreter and writes every element.
+void check_staged(const tilenorm::Norm& norm, const tilenorm::ir::Program& program, DType dtype,
+                  std::int64_t n, std::int64_t m, const tilenorm::KernelConfig& config,
+                  unsigned seed) {
+  CAPTURE(program.name);
+  CAPTURE(tilenorm::dtype_name(dtype));
+  CAPTURE(config.describe());
+  CAPTURE(n);
+  CAPTURE(m);
+  tilenorm::CheckOptions options = rows_of(program, dtype, m, n, seed);
+  options.config = config;
+  check_forced_config(tilenorm::check_against_interpreter(norm, options), config);
+}
+
+}  // namespace
+
 // Staged slices on clusters: each CTA copies its slice of the next row block into shared
 // memory (cp.async) while it works on this one, with the saved statistics copied beside them;
 // those were read before the copies' wait once, which gave the saved backwards wrong results that
 // depended on timing (sixty-second session). Covered: LayerNorm (its mean read by the first
 // pass), LayerNorm without bias, RMSNorm, recomputing and reading saved statistics, DyT (a
 // learned scalar); clusters of 2, 4 and 16; one, two and four rows per CTA (the statistics copied
-// ahead for stacked bf16 rows on clusters of 16); one row block per cluster and many; and the
-// fp32 slices at N = 262144, which stage dy and load x at each row's start
-// (KernelSpec::unstaged_row_inputs).
+// ahead for stacked bf16 rows on clusters of 16); one row block per cluster and many. The fp32
+// slices at N = 262144 are the next test case's.
 TEST_CASE("backward: staged row slices on clusters match the interpreter") {
   if (!runs_clusters(backward_runtime())) return;
-  const tilenorm::ir::Program& layer_norm = tilenorm::kernels::builtin_program("layer_norm");
-  const tilenorm::ir::Program& rms_norm = tilenorm::kernels::builtin_program("rms_norm");
-  const std::vector<tilenorm::ir::Program> programs = {
-      tilenorm::backward(layer_norm),
-      tilenorm::backward(layer_norm, {tilenorm::StatisticsMode::recompute}),
-      tilenorm::backward(tilenorm::kernels::builtin_program("layer_norm_no_bias")),
-      tilenorm::backward(rms_norm),
-      tilenorm::backward(rms_norm, {tilenorm::StatisticsMode::recompute}),
-      tilenorm::backward(dyt())};
   const int staged = static_cast<int>(tilenorm::RowStorage::staged);
   int checked = 0;
-  auto check = [&](const tilenorm::Norm& norm, const tilenorm::ir::Program& program, DType dtype,
-                   std::int64_t n, std::int64_t m, const tilenorm::KernelConfig& config) {
-    CAPTURE(program.name);
-    CAPTURE(tilenorm::dtype_name(dtype));
-    CAPTURE(config.describe());
-    CAPTURE(n);
-    CAPTURE(m);
-    tilenorm::CheckOptions options = rows_of(program, dtype, m, n, 900u + checked);
-    options.config = config;
-    check_forced_config(tilenorm::check_against_interpreter(norm, options), config);
-    ++checked;
-  };
-  for (const tilenorm::ir::Program& program : programs) {
+  for (const tilenorm::ir::Program& program : staged_cluster_programs()) {
     const tilenorm::Norm norm = backward_runtime().load(program);
     for (int ctas : {2, 4, 16}) {
       for (auto [n, m, rows_per_cta] : {std::tuple<std::int64_t, std::int64_t, int>{20000, 5, 1},
@@ -310,16 +321,28 @@ TEST_CASE("backward: staged row slices on clusters match the interpreter") {
         // (Slices that leave a CTA no columns, or too many values for the registers.)
         if (tilenorm::config_problem(norm.lowered(), {DType::bf16, DType::bf16, n, config}))
           continue;
-        check(norm, program, DType::bf16, n, m, config);
+        check_staged(norm, program, DType::bf16, n, m, config, 900u + checked++);
       }
     }
-    // Slices of eight fp32 vectors on 16 x 512 threads (N = 262144), the heuristic's where they
-    // are staged (the built-in programs'; not DyT's).
-    if (program.name.starts_with("dyt")) continue;
-    for (std::int64_t m : {3, 37})
-      check(norm, program, DType::f32, 262144, m, {512, 1, 4, staged, 16, 0});
   }
-  CHECK(checked >= 6 * 8 + 5 * 2);
+  CHECK(checked >= 7 * 8);
+}
+
+// Slices of eight fp32 vectors on 16 x 512 threads (N = 262144), the heuristic's where they are
+// staged: dy staged, x loaded at each row's start, unconditionally (rows past the end read row
+// 0). M = 3 leaves most clusters without a row, M = 37 gives every cluster several row blocks.
+TEST_CASE("backward: fp32 staged slices of N = 262144 on clusters of 16 match the interpreter") {
+  if (!runs_clusters(backward_runtime())) return;
+  const tilenorm::KernelConfig config{512, 1, 4, static_cast<int>(tilenorm::RowStorage::staged),
+                                      16,  0};
+  int checked = 0;
+  for (const tilenorm::ir::Program& program : staged_cluster_programs()) {
+    if (program.name.starts_with("dyt")) continue;  // (its slices need no cluster)
+    const tilenorm::Norm norm = backward_runtime().load(program);
+    for (std::int64_t m : {3, 37})
+      check_staged(norm, program, DType::f32, 262144, m, config, 950u + checked++);
+  }
+  CHECK(checked == 6 * 2);
 }
 
 namespace {
