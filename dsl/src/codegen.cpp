@@ -810,8 +810,8 @@ class Emitter {
                                 : "(it < FULL_ITERS || c0 < N)";
   }
   // The raw chunk c0 of row input `s` from `row_pointer`, or zeros where `valid` (a condition)
-  // is false or the chunk lies past the row.
-  // An empty `valid` loads the row unconditionally (where a row past the end reads row 0).
+  // is false or the chunk lies past the row; an empty `valid` loads every row (a row past the
+  // end then reads row 0).
   std::string raw_chunk_load(const ir::Slot& s, const std::string& row_pointer,
                              const std::string& valid) const {
     const std::string t = slot_type(s);
