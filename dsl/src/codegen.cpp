@@ -475,13 +475,15 @@ std::size_t stage_bytes(const KernelSpec& spec, DType dtype) {
   return (bytes + 15) / 16 * 16;
 }
 
+// A row tensor the kernel reads (x, dy).
+bool is_row_input(const ir::Slot& s) {
+  return s.role == ir::Role::read && s.shape == ir::Shape::tile;
+}
+
 // Whether row input `slot` of RowStorage::staged is copied ahead into shared memory: all but the
 // first KernelSpec::unstaged_row_inputs row inputs.
 bool stages_row_input(const LoweredProgram& lp, const KernelSpec& spec, std::size_t slot) {
   const auto& slots = lp.program.slots;
-  const auto is_row_input = [](const ir::Slot& s) {
-    return s.role == ir::Role::read && s.shape == ir::Shape::tile;
-  };
   if (static_cast<RowStorage>(spec.config.row_storage) != RowStorage::staged ||
       !is_row_input(slots[slot]))
     return false;
@@ -504,10 +506,8 @@ std::size_t staging_bytes(const LoweredProgram& lp, const KernelSpec& spec) {
 }  // namespace
 
 int row_input_count(const LoweredProgram& program) {
-  return static_cast<int>(std::count_if(
-      program.program.slots.begin(), program.program.slots.end(), [](const ir::Slot& slot) {
-        return slot.role == ir::Role::read && slot.shape == ir::Shape::tile;
-      }));
+  return static_cast<int>(
+      std::count_if(program.program.slots.begin(), program.program.slots.end(), is_row_input));
 }
 
 std::int64_t row_input_bytes(const LoweredProgram& program, DType io_dtype, DType param_dtype) {
@@ -1131,8 +1131,7 @@ class Emitter {
   // (a staged kernel's KernelSpec::unstaged_row_inputs) are loaded at each row's start.
   bool fetches_slot_ahead(std::size_t slot) const {
     const ir::Slot& s = p_.slots[slot];
-    return fetches_ahead(storage_) && s.role == ir::Role::read && s.shape == Shape::tile &&
-           (!staging() || stages_slot(slot));
+    return fetches_ahead(storage_) && is_row_input(s) && (!staging() || stages_slot(slot));
   }
   bool pipelined() const { return storage_ == RowStorage::pipelined; }
 
@@ -1637,7 +1636,7 @@ class Emitter {
     bool loads = false;
     for (std::size_t i = 0; i < p_.slots.size(); ++i) {
       const ir::Slot& s = p_.slots[i];
-      if (s.role != ir::Role::read || s.shape != Shape::tile || stages_slot(i)) continue;
+      if (!is_row_input(s) || stages_slot(i)) continue;
       if (!loads) {
         out_ << "#pragma unroll\n  for (int it = 0; it < ITERS; ++it) {\n"
              << "    const int c0 = " << chunk_column() << ";\n";
