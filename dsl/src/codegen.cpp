@@ -1627,11 +1627,11 @@ class Emitter {
       emit_fetch("block + " + block_count_);
       return;
     }
-    // The row inputs not staged load from global memory, issued before the wait so that they
-    // are in flight with the staged copies (a staged kernel's KernelSpec::unstaged_row_inputs).
-    // There they load unconditionally: a row past the end reads row 0 (safe_row), whose values
-    // reach nothing, since its outputs, column partial sums and statistics are all guarded by
-    // row_valid; the conditional load left RMSNorm's fp32 slices 84-96 bytes of spills.
+    // The row inputs not staged load from global memory; in a staged kernel (its
+    // KernelSpec::unstaged_row_inputs) they are issued before the wait, in flight with the
+    // staged copies, and load unconditionally: a row past the end reads row 0 (safe_row), whose
+    // values reach nothing, since its outputs, column partial sums and statistics are all
+    // guarded by row_valid; the conditional load left RMSNorm's fp32 slices 84-96 bytes of spills.
     const std::string load_guard = staging() ? "" : "row_valid";
     bool loads = false;
     for (std::size_t i = 0; i < p_.slots.size(); ++i) {
