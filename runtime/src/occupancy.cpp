@@ -12,11 +12,17 @@ namespace {
 constexpr int kRegistersPerSm = 65536;
 constexpr int kRegisterUnit = 8;  // per thread: a warp is given registers 256 at a time
 constexpr int kCtasPerSm = 32;  // resident CTAs on sm_80, sm_90 and sm_100 (fewer on sm_86, sm_89)
+constexpr int kClusterForwardRegisters = 128;
 
 int threads_per_sm(std::string_view arch) {
   return arch.starts_with("sm_80") || arch.starts_with("sm_90") || arch.starts_with("sm_100")
              ? 2048
              : 1536;
+}
+
+// Shared memory one CTA takes: its static and dynamic bytes, and the 1 KiB the system reserves.
+std::size_t shared_memory_per_cta(const CompiledKernel& kernel, std::size_t dynamic_shared_bytes) {
+  return static_cast<std::size_t>(kernel.shared_memory_bytes) + dynamic_shared_bytes + 1024;
 }
 
 // `request` compiled with kMinCtasMacro defined to `ctas` (generated kernels read it in their
@@ -48,10 +54,15 @@ int occupancy_cta_limit(const GeneratedKernel& kernel) {
   return kernel.persistent ? 2 : kCtasPerSm;
 }
 
+int occupancy_register_ceiling(const GeneratedKernel& kernel) {
+  const bool cluster_forward = kernel.ctas_per_row > 1 && !kernel.plan.needs_finish();
+  return cluster_forward && kernel.min_ctas_per_sm == 0 ? kClusterForwardRegisters : 0;
+}
+
 CompiledKernel compile_for_occupancy(const CompileRequest& request, int threads_per_block,
                                      std::size_t dynamic_shared_bytes,
                                      std::size_t shared_memory_per_sm, int cta_limit,
-                                     const DiskCache* cache) {
+                                     int register_ceiling, const DiskCache* cache) {
   CompiledKernel first = compile_cached(request, cache);
   if (first.spills()) {
     // Given no minimum of CTAs per SM, ptxas may hold a kernel to fewer registers than it needs
@@ -78,13 +89,22 @@ CompiledKernel compile_for_occupancy(const CompileRequest& request, int threads_
     }
   }
   if (first.registers <= 0) return first;
+  if (register_ceiling > 0 && first.registers > register_ceiling) {
+    const int ctas = ctas_per_sm_by_registers(threads_per_block, register_ceiling, request.arch);
+    if (ctas <= 0 ||
+        shared_memory_per_cta(first, dynamic_shared_bytes) * static_cast<std::size_t>(ctas) >
+            shared_memory_per_sm)
+      return first;
+    CompiledKernel capped = compile_with_min_ctas(request, ctas, cache);
+    return capped.spills() ? first : capped;
+  }
   const int ctas = ctas_per_sm_by_registers(threads_per_block, first.registers, request.arch);
   if (ctas > cta_limit) return first;
   const int wanted = ctas + 1;
-  const std::size_t shared_per_cta =
-      static_cast<std::size_t>(first.shared_memory_bytes) + dynamic_shared_bytes + 1024;
+  const std::size_t wanted_shared =
+      shared_memory_per_cta(first, dynamic_shared_bytes) * static_cast<std::size_t>(wanted);
   const bool room = ctas_per_sm_by_registers(threads_per_block, 1, request.arch) >= wanted &&
-                    shared_per_cta * static_cast<std::size_t>(wanted) <= shared_memory_per_sm;
+                    wanted_shared <= shared_memory_per_sm;
   const int target = registers_for_ctas(threads_per_block, wanted);
   // A kernel alone on its SM overlaps nothing with its loads: a second CTA is worth any count
   // of registers that does not spill.

@@ -113,7 +113,8 @@ BuiltKernel build_kernel(const LoweredProgram& program, const KernelSpec& spec,
   if (use_disk_cache) cache.emplace(cache_directory());
   CompiledKernel compiled = compile_for_occupancy(
       request, built.generated.threads_per_block, built.generated.dynamic_shared_bytes,
-      shared_memory_per_sm(arch), occupancy_cta_limit(built.generated), cache ? &*cache : nullptr);
+      shared_memory_per_sm(arch), occupancy_cta_limit(built.generated),
+      occupancy_register_ceiling(built.generated), cache ? &*cache : nullptr);
   built.cubin = std::move(compiled.cubin);
   built.registers = compiled.registers;
   built.spill_bytes = compiled.spill_store_bytes + compiled.spill_load_bytes;
@@ -271,7 +272,7 @@ struct Runtime::Impl {
       const CompiledKernel compiled = compile_for_occupancy(
           request, generated.threads_per_block, generated.dynamic_shared_bytes,
           info.shared_memory_per_multiprocessor, occupancy_cta_limit(generated),
-          disk ? &*disk : nullptr);
+          occupancy_register_ceiling(generated), disk ? &*disk : nullptr);
       if (!compiled.from_disk_cache) ++nvrtc_compiles;
       if (auto problem = shared_memory_problem(
               static_cast<std::size_t>(std::max(compiled.shared_memory_bytes, 0)),

@@ -30,6 +30,14 @@ int registers_for_ctas(int threads, int ctas);
 // count (staged rows).
 int occupancy_cta_limit(const GeneratedKernel& kernel);
 
+// The register count a generated kernel is rebuilt down to when ptxas gives it more, or 0 for
+// none: 128 for a forward split across a cluster's CTAs (no finishing kernel). LayerNorm's bf16
+// and fp16 forwards there took 168, holding the CTA's weight and bias chunks across the row
+// loop; at 128 (RMSNorm's count) and no spills, N = 65536 on clusters of 8 x 128 threads went
+// from 3 to 4 CTAs per SM and +1.8-1.9 points of the copy ceiling (H100, seventy-first session),
+// 32768 on 8 x 64 from 6 to 8 and within 0.3.
+int occupancy_register_ceiling(const GeneratedKernel& kernel);
+
 // compile_cached; where that spilled, again with kMinCtasMacro defined to the next two CTA
 // counts per SM below the spilled build's that allow more registers, then to 1, keeping the
 // first build that does not spill (given no minimum, ptxas may hold a kernel to fewer registers
@@ -39,10 +47,12 @@ int occupancy_cta_limit(const GeneratedKernel& kernel);
 // threads and shared memory: the kernel's static and `dynamic_shared_bytes` per CTA, plus the
 // 1 KiB the system reserves per CTA, out of `shared_memory_per_sm`), compiles again with
 // kMinCtasMacro defined to that many CTAs (generated kernels read it in their
-// __launch_bounds__), and keeps that build if ptxas did not spill.
+// __launch_bounds__), and keeps that build if ptxas did not spill. A kernel over a nonzero
+// `register_ceiling` is instead compiled at the CTAs per SM that the ceiling allows (shared
+// memory permitting), kept if it does not spill.
 CompiledKernel compile_for_occupancy(const CompileRequest& request, int threads_per_block,
                                      std::size_t dynamic_shared_bytes,
                                      std::size_t shared_memory_per_sm, int cta_limit,
-                                     const DiskCache* cache);
+                                     int register_ceiling, const DiskCache* cache);
 
 }  // namespace tilenorm
