@@ -267,18 +267,18 @@ TEST_CASE("backward: clusters of 3, 6 and 12 CTAs split RMSNorm rows, match the 
 
 namespace {
 
-// The built-in backwards and DyT's that the staged cluster tests run.
-std::vector<tilenorm::ir::Program> staged_cluster_programs() {
-  const tilenorm::ir::Program& layer_norm = tilenorm::kernels::builtin_program("layer_norm");
-  const tilenorm::ir::Program& rms_norm = tilenorm::kernels::builtin_program("rms_norm");
-  return {tilenorm::backward(layer_norm),
-          tilenorm::backward(layer_norm, {tilenorm::StatisticsMode::recompute}),
-          tilenorm::backward(tilenorm::kernels::builtin_program("layer_norm_no_bias")),
-          tilenorm::backward(tilenorm::kernels::builtin_program("layer_norm_no_bias"),
-                             {tilenorm::StatisticsMode::recompute}),
-          tilenorm::backward(rms_norm),
-          tilenorm::backward(rms_norm, {tilenorm::StatisticsMode::recompute}),
-          tilenorm::backward(dyt())};
+// The backwards that the staged cluster tests run, a family at a time (a test case each, so
+// that racecheck, which takes minutes per family on these kernels, can run them side by side):
+// the built-in program `builtin`'s, reading the saved statistics and recomputing them, and with
+// `with_dyt`, DyT's (a learned scalar).
+std::vector<tilenorm::ir::Program> staged_cluster_programs(const char* builtin,
+                                                           bool with_dyt = false) {
+  const tilenorm::ir::Program& forward = tilenorm::kernels::builtin_program(builtin);
+  std::vector<tilenorm::ir::Program> programs{
+      tilenorm::backward(forward),
+      tilenorm::backward(forward, {tilenorm::StatisticsMode::recompute})};
+  if (with_dyt) programs.push_back(tilenorm::backward(dyt()));
+  return programs;
 }
 
 // Runs `norm` (the backward of `program`) on fresh rows in a forced staged configuration: it
@@ -296,21 +296,17 @@ void check_staged(const tilenorm::Norm& norm, const tilenorm::ir::Program& progr
   check_forced_config(tilenorm::check_against_interpreter(norm, options), config);
 }
 
-}  // namespace
-
 // Staged slices on clusters: each CTA copies its slice of the next row block into shared
 // memory (cp.async) while it works on this one, with the saved statistics copied beside them;
 // those were read before the copies' wait once, which gave the saved backwards wrong results that
-// depended on timing (sixty-second session). Covered: LayerNorm (its mean read by the first
-// pass), LayerNorm without bias, RMSNorm, recomputing and reading saved statistics, DyT (a
-// learned scalar); clusters of 2, 4 and 16; one, two and four rows per CTA (the statistics copied
-// ahead for stacked bf16 rows on clusters of 16); one row block per cluster and many. The fp32
-// slices at N = 262144 are the next test case's.
-TEST_CASE("backward: staged row slices on clusters match the interpreter") {
+// depended on timing (sixty-second session). Covered for each of `programs`: clusters of 2, 4 and
+// 16; one, two and four rows per CTA (the statistics copied ahead for stacked bf16 rows on
+// clusters of 16); one row block per cluster and many. `seed` starts the rows' seeds.
+void check_staged_bf16_matrix(const std::vector<tilenorm::ir::Program>& programs, unsigned seed) {
   if (!runs_clusters(backward_runtime())) return;
   const int staged = static_cast<int>(tilenorm::RowStorage::staged);
   int checked = 0;
-  for (const tilenorm::ir::Program& program : staged_cluster_programs()) {
+  for (const tilenorm::ir::Program& program : programs) {
     const tilenorm::Norm norm = backward_runtime().load(program);
     for (int ctas : {2, 4, 16}) {
       for (auto [n, m, rows_per_cta] : {std::tuple<std::int64_t, std::int64_t, int>{20000, 5, 1},
@@ -321,28 +317,51 @@ TEST_CASE("backward: staged row slices on clusters match the interpreter") {
         // (Slices that leave a CTA no columns, or too many values for the registers.)
         if (tilenorm::config_problem(norm.lowered(), {DType::bf16, DType::bf16, n, config}))
           continue;
-        check_staged(norm, program, DType::bf16, n, m, config, 900u + checked++);
+        check_staged(norm, program, DType::bf16, n, m, config, seed + checked++);
       }
     }
   }
-  CHECK(checked >= 7 * 8);
+  CHECK(checked >= static_cast<int>(programs.size()) * 8);
 }
 
 // Slices of eight fp32 vectors on 16 x 512 threads (N = 262144), the heuristic's where they are
 // staged: dy staged, x loaded at each row's start, unconditionally (rows past the end read row
 // 0). M = 3 leaves most clusters without a row, M = 37 gives every cluster several row blocks.
-TEST_CASE("backward: fp32 staged slices of N = 262144 on clusters of 16 match the interpreter") {
+void check_staged_fp32_slices(const std::vector<tilenorm::ir::Program>& programs, unsigned seed) {
   if (!runs_clusters(backward_runtime())) return;
   const tilenorm::KernelConfig config{512, 1, 4, static_cast<int>(tilenorm::RowStorage::staged),
                                       16,  0};
   int checked = 0;
-  for (const tilenorm::ir::Program& program : staged_cluster_programs()) {
-    if (program.name.starts_with("dyt")) continue;  // (its slices need no cluster)
+  for (const tilenorm::ir::Program& program : programs) {
     const tilenorm::Norm norm = backward_runtime().load(program);
     for (std::int64_t m : {3, 37})
-      check_staged(norm, program, DType::f32, 262144, m, config, 950u + checked++);
+      check_staged(norm, program, DType::f32, 262144, m, config, seed + checked++);
   }
-  CHECK(checked == 6 * 2);
+  CHECK(checked == static_cast<int>(programs.size()) * 2);
+}
+
+}  // namespace
+
+// The staged cases' names leave out "LayerNorm" and "RMSNorm", which name the other backward
+// cluster units' cases (tests/CMakeLists.txt).
+TEST_CASE("backward: staged row slices on clusters match the interpreter: layer_norm") {
+  check_staged_bf16_matrix(staged_cluster_programs("layer_norm"), 900u);
+}
+TEST_CASE("backward: staged row slices on clusters match the interpreter: layer_norm_no_bias") {
+  check_staged_bf16_matrix(staged_cluster_programs("layer_norm_no_bias"), 920u);
+}
+TEST_CASE("backward: staged row slices on clusters match the interpreter: rms_norm and DyT") {
+  check_staged_bf16_matrix(staged_cluster_programs("rms_norm", true), 940u);
+}
+// DyT's slices need no cluster, so its fp32 rows are not among these.
+TEST_CASE("backward: fp32 staged slices of N = 262144 on clusters of 16: layer_norm") {
+  check_staged_fp32_slices(staged_cluster_programs("layer_norm"), 960u);
+}
+TEST_CASE("backward: fp32 staged slices of N = 262144 on clusters of 16: layer_norm_no_bias") {
+  check_staged_fp32_slices(staged_cluster_programs("layer_norm_no_bias"), 970u);
+}
+TEST_CASE("backward: fp32 staged slices of N = 262144 on clusters of 16: rms_norm") {
+  check_staged_fp32_slices(staged_cluster_programs("rms_norm"), 980u);
 }
 
 namespace {
