@@ -35,4 +35,12 @@ for k in $(seq 1 "$cases"); do
 done
 grep -qE "^  gpu\.backward_storage: (skipped \(no GPU\)|clean)" "$work/summary.txt" ||
   fail "the unit not split is missing"
+# A --test-case-exclude among the test arguments leaves its cases out of the split.
+PATH="$work/bin:$PATH" python3 "$script" --build-dir "$build" --tool racecheck \
+  --tests '^gpu\.backward_clusters$' --split clusters --jobs 2 --limit 60 \
+  --log-dir "$work/logs" --test-arg=--no-run --test-arg=--test-case-exclude='*DyT*' \
+  >"$work/excluded.txt" || fail "exit $?: $(cat "$work/excluded.txt")"
+grep -q "^racecheck: $((cases - 1)) units" "$work/excluded.txt" ||
+  fail "the excluded case was split out: $(head -n 1 "$work/excluded.txt")"
+! grep -q "DyT" "$work/excluded.txt" || fail "the excluded case ran"
 echo "sanitize-gpu-tests --split: ok"
