@@ -10,6 +10,7 @@
 #include "tilenorm/dsl/codegen.hpp"
 #include "tilenorm/dsl/passes.hpp"
 #include "tilenorm/kernels/programs.hpp"
+#include "tilenorm/runtime/runtime.hpp"
 
 namespace {
 
@@ -204,4 +205,15 @@ TEST_CASE("occupancy: a forward on clusters is built within 128 registers, a bac
   CHECK(rms.fitted_by_rules().registers == rms.plain.registers);
   const BuiltKernel backward = build_prefetched("layer_norm_backward", 65536, 128, 1, 8);
   CHECK(tilenorm::occupancy_register_ceiling(backward.kernel) == 0);
+
+  // build_kernel (the runtime's and the tuner's compile) applies the ceiling.
+  const tilenorm::BuiltKernel built = tilenorm::build_kernel(
+      tilenorm::lower(tilenorm::kernels::builtin_program("layer_norm")),
+      {tilenorm::DType::bf16,
+       tilenorm::DType::bf16,
+       65536,
+       {128, 1, 8, static_cast<int>(tilenorm::RowStorage::prefetched), 8, 0}},
+      "sm_90", false);
+  CHECK(built.registers == fitted.registers);
+  CHECK(built.spill_bytes == 0);
 }
