@@ -20,9 +20,13 @@ int threads_per_sm(std::string_view arch) {
              : 1536;
 }
 
-// Shared memory one CTA takes: its static and dynamic bytes, and the 1 KiB the system reserves.
-std::size_t shared_memory_per_cta(const CompiledKernel& kernel, std::size_t dynamic_shared_bytes) {
-  return static_cast<std::size_t>(kernel.shared_memory_bytes) + dynamic_shared_bytes + 1024;
+// Whether `ctas` CTAs of `kernel` fit an SM's shared memory: each its static and dynamic bytes,
+// and the 1 KiB the system reserves per CTA.
+bool shared_memory_fits(const CompiledKernel& kernel, std::size_t dynamic_shared_bytes, int ctas,
+                        std::size_t shared_memory_per_sm) {
+  const std::size_t per_cta =
+      static_cast<std::size_t>(kernel.shared_memory_bytes) + dynamic_shared_bytes + 1024;
+  return per_cta * static_cast<std::size_t>(ctas) <= shared_memory_per_sm;
 }
 
 // `request` compiled with kMinCtasMacro defined to `ctas` (generated kernels read it in their
@@ -91,9 +95,7 @@ CompiledKernel compile_for_occupancy(const CompileRequest& request, int threads_
   if (first.registers <= 0) return first;
   if (register_ceiling > 0 && first.registers > register_ceiling) {
     const int ctas = ctas_per_sm_by_registers(threads_per_block, register_ceiling, request.arch);
-    if (ctas <= 0 ||
-        shared_memory_per_cta(first, dynamic_shared_bytes) * static_cast<std::size_t>(ctas) >
-            shared_memory_per_sm)
+    if (ctas <= 0 || !shared_memory_fits(first, dynamic_shared_bytes, ctas, shared_memory_per_sm))
       return first;
     CompiledKernel capped = compile_with_min_ctas(request, ctas, cache);
     return capped.spills() ? first : capped;
@@ -101,10 +103,8 @@ CompiledKernel compile_for_occupancy(const CompileRequest& request, int threads_
   const int ctas = ctas_per_sm_by_registers(threads_per_block, first.registers, request.arch);
   if (ctas > cta_limit) return first;
   const int wanted = ctas + 1;
-  const std::size_t wanted_shared =
-      shared_memory_per_cta(first, dynamic_shared_bytes) * static_cast<std::size_t>(wanted);
   const bool room = ctas_per_sm_by_registers(threads_per_block, 1, request.arch) >= wanted &&
-                    wanted_shared <= shared_memory_per_sm;
+                    shared_memory_fits(first, dynamic_shared_bytes, wanted, shared_memory_per_sm);
   const int target = registers_for_ctas(threads_per_block, wanted);
   // A kernel alone on its SM overlaps nothing with its loads: a second CTA is worth any count
   // of registers that does not spill.
