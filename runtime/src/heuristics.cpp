@@ -81,6 +81,18 @@ constexpr int kTwoPhaseLongPrefetchThreads = 32;
 // measured limit: on the H200, the one device measured, they take at most 27% of its 60 MiB
 // (see rereading_one_cta).
 constexpr std::size_t kRereadL2Share = 2;
+// The share of the L2, in percent, for the rows of a 16-bit forward with co-moments (LayerNorm)
+// on four vectors per thread, which reads each row three times (the sums, the centred squares,
+// the outputs), so keeps it in L2 twice as long. On 2048 threads per SM those rows hold 16.5
+// MiB: 27.5% of the H200's 60 MiB, where re-reading won (thirty-eighth session, bf16 N = 4096
+// 94.7% of the copy against 91.4 in registers), and 33% of the H100's 50 MiB, where it lost
+// (seventy-second session, tilenorm-tune --show-candidates, bf16, M = 2^26 / N, the same threads
+// in registers against re-reading: N = 2048 93.9% against 84.6, 4096 93.5 against 86.1, 8192
+// 93.7 against 89.9). Rows read twice at the same 33% lost far less on the H100 (bf16 RMSNorm
+// 32768 on 1024 threads 94.9% against the tuner's best 95.7, fp32 LayerNorm 16384 95.2 against
+// 98.2), where the alternative the rules give instead, a cluster, is not measured: they keep
+// kRereadL2Share.
+constexpr std::size_t kRereadThriceL2Percent = 30;
 // Backward rows from which a GPU without clusters splits them across a software cluster: where
 // one CTA of 1024 threads holds four or more vectors per thread, and ptxas (NVRTC 13.0, sm_80
 // and sm_86) spilled its column partial sums (bf16 N = 32768: LayerNorm 1568 bytes per thread).
@@ -469,6 +481,9 @@ struct Rows {
     const auto in_flight_bytes =
         static_cast<std::size_t>(resident * n * row_input_bytes(program, io_dtype, param_dtype));
     if (in_flight_bytes * kRereadL2Share > limits.l2_bytes) return std::nullopt;
+    if (comoments && sixteen_bit_vectors &&
+        in_flight_bytes * 100 > limits.l2_bytes * kRereadThriceL2Percent)
+      return std::nullopt;
     const KernelConfig global{threads, 1, vec, static_cast<int>(RowStorage::global), 1, kPinByRule};
     if (!fits(global)) return std::nullopt;
     return global;

@@ -460,6 +460,43 @@ TEST_CASE("heuristic: rows are re-read from L2 only where the resident CTAs' row
   CHECK(storage() != RowStorage::global);
 }
 
+TEST_CASE("heuristic: a 16-bit LayerNorm forward, read three times, re-reads within 30% of L2") {
+  // Four vectors per thread on 2048 threads per SM keep 16.5 MiB of rows: 27.5% of the H200's
+  // L2, 33% of the H100's. Rows read twice (RMSNorm) keep the wider margin at the same bytes.
+  const auto& h100 = tilenorm::known_device("H100");
+  const auto h200 = tilenorm::DeviceLimits::hopper();
+  auto config = [](const char* kernel, DType dtype, std::int64_t n, const auto& limits) {
+    return tilenorm::heuristic_config(lowered(kernel), dtype, dtype, n, limits);
+  };
+  for (const char* kernel : {"layer_norm", "layer_norm_no_bias", "layer_norm_no_affine"}) {
+    for (DType dtype : {DType::bf16, DType::f16}) {
+      for (const std::int64_t n : {2048, 4096, 8192}) {
+        CAPTURE(kernel);
+        CAPTURE(tilenorm::dtype_name(dtype));
+        CAPTURE(n);
+        const KernelConfig on_h200 = config(kernel, dtype, n, h200);
+        const KernelConfig on_h100 = config(kernel, dtype, n, h100);
+        CHECK(static_cast<RowStorage>(on_h200.row_storage) == RowStorage::global);
+        CHECK(static_cast<RowStorage>(on_h100.row_storage) == RowStorage::registers);
+        // The same threads, four vectors each, held instead of read again.
+        CHECK(on_h100.threads_per_row == on_h200.threads_per_row);
+        CHECK(on_h100.threads_per_row * on_h100.vec * 4 == n);
+      }
+    }
+  }
+  auto limits = h200;
+  limits.l2_bytes = std::size_t{56} << 20;  // 16.5 MiB is 29.5% of it: still re-read
+  CHECK(static_cast<RowStorage>(config("layer_norm", DType::bf16, 4096, limits).row_storage) ==
+        RowStorage::global);
+  limits.l2_bytes = std::size_t{54} << 20;  // 30.6%: in registers
+  CHECK(static_cast<RowStorage>(config("layer_norm", DType::bf16, 4096, limits).row_storage) ==
+        RowStorage::registers);
+  CHECK(static_cast<RowStorage>(config("rms_norm", DType::bf16, 32768, h100).row_storage) ==
+        RowStorage::global);
+  CHECK(static_cast<RowStorage>(config("layer_norm", DType::f32, 16384, h100).row_storage) ==
+        RowStorage::global);
+}
+
 TEST_CASE("heuristic: a valid configuration on every known device, within its limits") {
   for (const tilenorm::DeviceLimits& device : tilenorm::known_devices()) {
     for (const auto& kernel : tilenorm::kernels::builtin_kernels()) {

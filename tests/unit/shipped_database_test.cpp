@@ -1,4 +1,4 @@
-// The tuning database shipped in autotune/databases/ must match this build: a code-generator or
+// The tuning databases shipped in autotune/databases/ must match this build: a code-generator or
 // program change that makes its entries stale (so that the runtime would ignore them) fails
 // here, and every tuned configuration must still be one the code generator accepts.
 #include <doctest/doctest.h>
@@ -12,12 +12,13 @@
 #include "tilenorm/dsl/passes.hpp"
 #include "tilenorm/dsl/reflect.hpp"
 #include "tilenorm/kernels/programs.hpp"
+#include "tilenorm/runtime/heuristics.hpp"
 #include "tilenorm/runtime/tuning_db.hpp"
 
 namespace {
 
-// Checks one shipped file, whose entries are all of `dtype`.
-void check_shipped_database(const char* file_name, tilenorm::DType dtype) {
+// Checks one shipped file, whose entries are all of `dtype`, measured on `device`.
+void check_shipped_database(const char* file_name, tilenorm::DType dtype, const char* device) {
   const std::filesystem::path file = std::filesystem::path(TILENORM_DATABASES_DIR) / file_name;
   CAPTURE(file);
   const tilenorm::TuningFileContents contents = tilenorm::read_tuning_file(file);
@@ -36,7 +37,7 @@ void check_shipped_database(const char* file_name, tilenorm::DType dtype) {
     const tilenorm::TuningKey& key = entry.key;
     CAPTURE(key.n);
     CAPTURE(key.m_bucket);
-    CHECK(key.device_name == "NVIDIA H200");
+    CHECK(key.device_name == device);
     CHECK(key.codegen_version == tilenorm::kCodegenVersion);
     CHECK(key.dtype == tilenorm::dtype_name(dtype));
     const auto kernel = kernel_by_hash.find(key.program_hash);
@@ -48,7 +49,9 @@ void check_shipped_database(const char* file_name, tilenorm::DType dtype) {
         entry.config, "tuning entry config", tilenorm::kKernelConfigLaterFields);
     const tilenorm::LoweredProgram lowered =
         tilenorm::lower(tilenorm::kernels::builtin_program(kernel->second));
-    const tilenorm::KernelSpec spec{dtype, dtype, key.n, config};
+    // As the runtime launches it (staged slices on a cluster stage dy alone).
+    const tilenorm::KernelSpec spec = tilenorm::fit_shared_memory(
+        lowered, {dtype, dtype, key.n, config}, tilenorm::DeviceLimits::hopper());
     CHECK_FALSE(tilenorm::config_problem(lowered, spec).has_value());
     CHECK(tilenorm::dynamic_shared_memory_bytes(lowered, spec) <= 227 * 1024);
   }
@@ -58,11 +61,17 @@ void check_shipped_database(const char* file_name, tilenorm::DType dtype) {
 
 }  // namespace
 
-TEST_CASE("the shipped H200 tuning databases are current and every entry generates") {
-  SUBCASE("bf16") {
-    check_shipped_database("h200-bf16.json", tilenorm::DType::bf16);
+TEST_CASE("the shipped tuning databases are current and every entry generates") {
+  SUBCASE("H200 bf16") {
+    check_shipped_database("h200-bf16.json", tilenorm::DType::bf16, "NVIDIA H200");
   }
-  SUBCASE("fp32") {
-    check_shipped_database("h200-fp32.json", tilenorm::DType::f32);
+  SUBCASE("H200 fp32") {
+    check_shipped_database("h200-fp32.json", tilenorm::DType::f32, "NVIDIA H200");
+  }
+  SUBCASE("H100 bf16") {
+    check_shipped_database("h100-bf16.json", tilenorm::DType::bf16, "NVIDIA H100 80GB HBM3");
+  }
+  SUBCASE("H100 fp32") {
+    check_shipped_database("h100-fp32.json", tilenorm::DType::f32, "NVIDIA H100 80GB HBM3");
   }
 }
