@@ -88,10 +88,10 @@ constexpr std::size_t kRereadL2Share = 2;
 // 94.7% of the copy against 91.4 in registers), and 33% of the H100's 50 MiB, where it lost
 // (seventy-second session, tilenorm-tune --show-candidates, bf16, M = 2^26 / N, the same threads
 // in registers against re-reading: N = 2048 93.9% against 84.6, 4096 93.5 against 86.1, 8192
-// 93.7 against 89.9). Rows read twice at the same 33% lost far less on the H100 (bf16 RMSNorm
-// 32768 on 1024 threads 94.9% against the tuner's best 95.7, fp32 LayerNorm 16384 95.2 against
-// 98.2), where the alternative the rules give instead, a cluster, is not measured: they keep
-// kRereadL2Share.
+// 93.7 against 89.9). Rows read twice at the same 33% lost far less on the H100 (the benchmark:
+// bf16 RMSNorm 32768 on 1024 threads 95.0% against the tuned 95.7, fp32 LayerNorm 16384 95.2
+// against 98.2), where the alternative the rules give instead, a cluster, is not measured: they
+// keep kRereadL2Share.
 constexpr std::size_t kRereadThriceL2Percent = 30;
 // Backward rows from which a GPU without clusters splits them across a software cluster: where
 // one CTA of 1024 threads holds four or more vectors per thread, and ptxas (NVRTC 13.0, sm_80
