@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <iostream>
 #include <map>
+#include <numeric>
 #include <string>
 #include <tuple>
 #include <variant>
@@ -253,11 +254,34 @@ void print_results(const tn::TuneReport& report, bool quiet) {
     const std::string name = r.kernel + " " + tn::tuning_dtype_key(r.io_dtype, r.param_dtype) +
                              " N=" + std::to_string(r.n) + " M=" + std::to_string(r.m);
     if (!r.ok) std::cout << "\nFAILED " << name << ": " << r.error << "\n";
-    if (quiet || r.failures.empty()) continue;
-    std::cout << "\n" << name << ": " << r.failures.size() << " configuration(s) dropped\n";
+    // Quiet, only the candidates whose check failed: a wrong result is a bug, not a speed.
+    const auto shown = [quiet](const tn::CandidateFailure& failure) {
+      return !quiet || failure.kind == tn::DropKind::wrong_results ||
+             failure.kind == tn::DropKind::check_failed;
+    };
+    const auto listed = std::count_if(r.failures.begin(), r.failures.end(), shown);
+    if (listed == 0) continue;
+    std::cout << "\n" << name << ": " << r.failures.size() << " configuration(s) dropped";
+    if (quiet) std::cout << ", " << listed << " of them by the check against the interpreter";
+    std::cout << "\n";
     for (const tn::CandidateFailure& failure : r.failures) {
-      std::cout << "  " << tn::short_config(failure.config) << ": " << failure.reason << "\n";
+      if (shown(failure))
+        std::cout << "  " << tn::short_config(failure.config) << ": " << failure.reason << "\n";
     }
+  }
+  const auto wrong = std::accumulate(
+      report.results.begin(), report.results.end(), std::size_t{0},
+      [](std::size_t sum, const tn::TuneResult& r) {
+        return sum + static_cast<std::size_t>(std::count_if(
+                         r.failures.begin(), r.failures.end(), [](const tn::CandidateFailure& f) {
+                           return f.kind == tn::DropKind::wrong_results;
+                         }));
+      });
+  if (wrong > 0) {
+    std::cerr << "tilenorm-tune: warning: " << wrong
+              << " candidate configuration(s) gave wrong results (listed above): a code-generator "
+                 "bug; none was stored, but the same configuration given explicitly computes the "
+                 "same wrong results\n";
   }
 }
 

@@ -53,6 +53,12 @@ std::string first_line(const std::string& text) {
   return text.substr(0, text.find('\n'));
 }
 
+// Why a configuration cannot be a candidate, before any timing.
+struct Problem {
+  DropKind kind;
+  std::string text;
+};
+
 std::string shape_name(const TuneShape& shape) {
   return shape.kernel + " " + tuning_dtype_key(shape.io_dtype, shape.param_dtype) +
          " N=" + std::to_string(shape.n);
@@ -215,28 +221,29 @@ class Timer {
 // runtime launches when the database has no entry, so the tuner's winner must be timed against
 // it, spills and all (LayerNorm's fp32 recomputing backward at N = 262144 spills 16 bytes and
 // ran at 56% of the copy ceiling, where the tuner, without it, stored a candidate at 44%).
-std::optional<std::string> compile_problem(const LoweredProgram& program, const KernelSpec& spec,
-                                           const std::string& arch, bool spills_allowed) {
+std::optional<Problem> compile_problem(const LoweredProgram& program, const KernelSpec& spec,
+                                       const std::string& arch, bool spills_allowed) {
   try {
     const BuiltKernel built = build_kernel(program, spec, arch);
     if (built.spill_bytes > 0 && !spills_allowed) {
-      return "spills " + std::to_string(built.spill_bytes) + " bytes to local memory (" +
-             std::to_string(built.registers) + " registers)";
+      return Problem{DropKind::spills, "spills " + std::to_string(built.spill_bytes) +
+                                           " bytes to local memory (" +
+                                           std::to_string(built.registers) + " registers)"};
     }
     return std::nullopt;
   } catch (const std::exception& e) {
-    return "does not compile: " + first_line(e.what());
+    return Problem{DropKind::does_not_compile, "does not compile: " + first_line(e.what())};
   }
 }
 
 // Compiles every configuration through the disk cache on a thread pool (NVRTC is thread-safe),
 // so the launches that follow load CUBINs instead of compiling one at a time; for `arch`, the
 // runtime's target (Runtime::arch()).
-std::vector<std::optional<std::string>> compile_all(
+std::vector<std::optional<Problem>> compile_all(
     const LoweredProgram& program, const TuneShape& shape, const std::vector<KernelConfig>& configs,
     const std::vector<KernelConfig>& heuristics, const driver::DeviceInfo& device,
     const DeviceLimits& limits, const std::string& arch, unsigned threads, Progress& progress) {
-  std::vector<std::optional<std::string>> problems(configs.size());
+  std::vector<std::optional<Problem>> problems(configs.size());
   const std::string stage = "compiling " + shape_name(shape);
   std::atomic<std::size_t> next{0};
   auto work = [&] {
@@ -270,8 +277,8 @@ std::vector<std::optional<std::string>> compile_all(
   return problems;
 }
 
-std::optional<std::string> check_problem(const Norm& norm, const TuneShape& shape,
-                                         const KernelConfig& config) {
+std::optional<Problem> check_problem(const Norm& norm, const TuneShape& shape,
+                                     const KernelConfig& config) {
   CheckOptions options;
   options.io_dtype = shape.io_dtype;
   options.param_dtype = shape.param_dtype;
@@ -283,13 +290,14 @@ std::optional<std::string> check_problem(const Norm& norm, const TuneShape& shap
   options.reference_rows = kCheckReferenceRows;
   try {
     const CheckReport report = check_against_interpreter(norm, options);
-    if (!report.ok()) return "wrong results: " + report.describe();
+    if (!report.ok())
+      return Problem{DropKind::wrong_results, "wrong results: " + report.describe()};
     return std::nullopt;
   } catch (const driver::CudaError& e) {
     ensure_context_usable("checking " + short_config(config));
-    return "check failed: " + std::string(e.what());
+    return Problem{DropKind::check_failed, "check failed: " + std::string(e.what())};
   } catch (const Error& e) {
-    return "check failed: " + std::string(e.what());
+    return Problem{DropKind::check_failed, "check failed: " + std::string(e.what())};
   }
 }
 
@@ -354,9 +362,11 @@ void time_rows(const Norm& norm, const Plan& plan, const Session& session,
       return true;
     } catch (const driver::CudaError& e) {
       ensure_context_usable("launching " + short_config(config));
-      result.failures.push_back({config, "launch failed: " + std::string(e.what())});
+      result.failures.push_back(
+          {config, DropKind::launch_failed, "launch failed: " + std::string(e.what())});
     } catch (const Error& e) {
-      result.failures.push_back({config, "launch failed: " + std::string(e.what())});
+      result.failures.push_back(
+          {config, DropKind::launch_failed, "launch failed: " + std::string(e.what())});
     }
     if (plan.space.contains(config)) ++result.failed;
     return false;
@@ -452,7 +462,7 @@ ShapeOutcome tune_shape(Runtime& runtime, const Plan& plan, const Session& sessi
     std::vector<KernelConfig> configs;
     for (const Candidate& candidate : plan.space.candidates) configs.push_back(candidate.config);
     configs.insert(configs.end(), plan.extra_heuristics.begin(), plan.extra_heuristics.end());
-    const std::vector<std::optional<std::string>> compile_problems =
+    const std::vector<std::optional<Problem>> compile_problems =
         compile_all(norm.lowered(), shape, configs, plan.heuristics, session.info, session.limits,
                     runtime.arch(), session.compile_threads, progress);
 
@@ -461,12 +471,13 @@ ShapeOutcome tune_shape(Runtime& runtime, const Plan& plan, const Session& sessi
     std::vector<KernelConfig> checked, checked_heuristics;
     const std::string stage = "checking " + shape_name(shape);
     for (std::size_t i = 0; i < configs.size(); ++i) {
-      std::optional<std::string> problem = compile_problems[i];
+      std::optional<Problem> problem = compile_problems[i];
       if (!problem) problem = check_problem(norm, shape, configs[i]);
       progress.step(stage);
       const bool is_heuristic = plan.is_heuristic(configs[i]);
       if (problem) {
-        failures.push_back({configs[i], (is_heuristic ? "(heuristic default) " : "") + *problem});
+        failures.push_back({configs[i], problem->kind,
+                            (is_heuristic ? "(heuristic default) " : "") + problem->text});
         continue;
       }
       if (is_heuristic) checked_heuristics.push_back(configs[i]);
@@ -525,6 +536,22 @@ void validate(const TuneShape& shape) {
 }
 
 }  // namespace
+
+std::string_view drop_kind_name(DropKind kind) {
+  switch (kind) {
+    case DropKind::does_not_compile:
+      return "does not compile";
+    case DropKind::spills:
+      return "spills";
+    case DropKind::wrong_results:
+      return "wrong results";
+    case DropKind::check_failed:
+      return "check failed";
+    case DropKind::launch_failed:
+      return "launch failed";
+  }
+  throw Error("drop_kind_name: unknown kind " + std::to_string(static_cast<int>(kind)));
+}
 
 std::vector<std::int64_t> default_row_counts(std::int64_t n) {
   if (n < 1) throw Error("default_row_counts: N must be at least 1, got " + std::to_string(n));

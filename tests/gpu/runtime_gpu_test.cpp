@@ -600,6 +600,9 @@ TEST_CASE("the tuner times the heuristic default where it spills, and stores not
   for (const tilenorm::CandidateFailure& failure : result.failures) {
     CAPTURE(failure.reason);
     CHECK_FALSE(failure.config == result.heuristic);
+    // Every candidate that compiles computes what the interpreter does.
+    CHECK(failure.kind != tilenorm::DropKind::wrong_results);
+    CHECK(failure.reason.starts_with(tilenorm::drop_kind_name(failure.kind)));
   }
   CHECK(result.heuristic_us > 0);
   CHECK(result.median_us <= result.heuristic_us);

@@ -849,3 +849,16 @@ TEST_CASE("device limits: a table of known GPUs drives the search space without 
   CHECK(usage_error({"--dry-run", "--arch", "sm_75", "--n", "4096"})
             .starts_with("--arch: unknown device 'sm_75'"));
 }
+
+TEST_CASE("tuner: each way a candidate is dropped has its own name") {
+  using tilenorm::DropKind;
+  std::vector<std::string_view> names;
+  for (DropKind kind : {DropKind::does_not_compile, DropKind::spills, DropKind::wrong_results,
+                        DropKind::check_failed, DropKind::launch_failed}) {
+    names.push_back(tilenorm::drop_kind_name(kind));
+  }
+  CHECK(names == std::vector<std::string_view>{"does not compile", "spills", "wrong results",
+                                               "check failed", "launch failed"});
+  CHECK_THROWS_WITH(tilenorm::drop_kind_name(static_cast<DropKind>(99)),
+                    "drop_kind_name: unknown kind 99");
+}

@@ -36,8 +36,16 @@ struct TimedCandidate {
   double median_us = 0;  // first round
 };
 
+// Why the tuner dropped a candidate. A wrong result is a code-generator bug, never a matter of
+// speed: the tool reports it even when asked to be quiet.
+enum class DropKind { does_not_compile, spills, wrong_results, check_failed, launch_failed };
+
+// "spills", "wrong results", ...: the kind as the tool's summaries name it.
+std::string_view drop_kind_name(DropKind kind);
+
 struct CandidateFailure {
   KernelConfig config;
+  DropKind kind = DropKind::does_not_compile;
   std::string reason;  // e.g. "spills 48 bytes to local memory", "wrong results: ..."
 };
 
