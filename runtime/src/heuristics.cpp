@@ -76,11 +76,11 @@ constexpr std::int64_t kShortBackwardMaxVectors = 256;
 constexpr int kShortBackwardMinThreads = 64;
 constexpr int kLongPrefetchThreads = 64;
 constexpr int kTwoPhaseLongPrefetchThreads = 32;
-// The share of the L2 that rows read twice may take between their two reads: the rest is for
-// what streams through it meanwhile (the outputs, the next rows' first reads). A margin, not a
-// measured limit: on the H200, the one device measured, they take at most 27% of its 60 MiB
-// (see rereading_one_cta).
-constexpr std::size_t kRereadL2Share = 2;
+// The share of the L2, in percent, that rows read twice may take between their two reads: the
+// rest is for what streams through it meanwhile (the outputs, the next rows' first reads). A
+// margin, not a measured limit: on the H200 they take at most 27% of its 60 MiB (see
+// rereading_one_cta).
+constexpr std::size_t kRereadL2Percent = 50;
 // The share of the L2, in percent, for the rows of a 16-bit forward with co-moments (LayerNorm)
 // on four vectors per thread, which reads each row three times (the sums, the centred squares,
 // the outputs), so keeps it in L2 twice as long. On 2048 threads per SM those rows hold 16.5
@@ -91,7 +91,7 @@ constexpr std::size_t kRereadL2Share = 2;
 // 93.7 against 89.9). Rows read twice at the same 33% lost far less on the H100 (the benchmark:
 // bf16 RMSNorm 32768 on 1024 threads 95.0% against the tuned 95.7, fp32 LayerNorm 16384 95.2
 // against 98.2), where the alternative the rules give instead, a cluster, is not measured: they
-// keep kRereadL2Share.
+// keep kRereadL2Percent.
 constexpr std::size_t kRereadThriceL2Percent = 30;
 // Backward rows from which a GPU without clusters splits them across a software cluster: where
 // one CTA of 1024 threads holds four or more vectors per thread, and ptxas (NVRTC 13.0, sm_80
@@ -480,10 +480,9 @@ struct Rows {
     // threads, or one whose L2 is unknown, keeps its rows in registers.
     const auto in_flight_bytes =
         static_cast<std::size_t>(resident * n * row_input_bytes(program, io_dtype, param_dtype));
-    if (in_flight_bytes * kRereadL2Share > limits.l2_bytes) return std::nullopt;
-    if (comoments && sixteen_bit_vectors &&
-        in_flight_bytes * 100 > limits.l2_bytes * kRereadThriceL2Percent)
-      return std::nullopt;
+    const std::size_t l2_percent =
+        comoments && sixteen_bit_vectors ? kRereadThriceL2Percent : kRereadL2Percent;
+    if (in_flight_bytes * 100 > limits.l2_bytes * l2_percent) return std::nullopt;
     const KernelConfig global{threads, 1, vec, static_cast<int>(RowStorage::global), 1, kPinByRule};
     if (!fits(global)) return std::nullopt;
     return global;

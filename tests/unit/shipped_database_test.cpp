@@ -17,8 +17,11 @@
 
 namespace {
 
-// Checks one shipped file, whose entries are all of `dtype`, measured on `device`.
-void check_shipped_database(const char* file_name, tilenorm::DType dtype, const char* device) {
+// Checks one shipped file, whose entries are all of `dtype`, measured on `device` (named as its
+// driver does), a GPU with the limits of `known_device`.
+void check_shipped_database(const char* file_name, tilenorm::DType dtype, const char* device,
+                            const char* known_device) {
+  const tilenorm::DeviceLimits& limits = tilenorm::known_device(known_device);
   const std::filesystem::path file = std::filesystem::path(TILENORM_DATABASES_DIR) / file_name;
   CAPTURE(file);
   const tilenorm::TuningFileContents contents = tilenorm::read_tuning_file(file);
@@ -50,10 +53,11 @@ void check_shipped_database(const char* file_name, tilenorm::DType dtype, const 
     const tilenorm::LoweredProgram lowered =
         tilenorm::lower(tilenorm::kernels::builtin_program(kernel->second));
     // As the runtime launches it (staged slices on a cluster stage dy alone).
-    const tilenorm::KernelSpec spec = tilenorm::fit_shared_memory(
-        lowered, {dtype, dtype, key.n, config}, tilenorm::DeviceLimits::hopper());
+    const tilenorm::KernelSpec spec =
+        tilenorm::fit_shared_memory(lowered, {dtype, dtype, key.n, config}, limits);
     CHECK_FALSE(tilenorm::config_problem(lowered, spec).has_value());
     CHECK(tilenorm::dynamic_shared_memory_bytes(lowered, spec) <= 227 * 1024);
+    CHECK(tilenorm::dynamic_shared_memory_bytes(lowered, spec) <= limits.shared_memory_per_block);
   }
   // Every kernel and pass at the 16 row lengths of `tilenorm-tune --all`.
   CHECK(tuned.size() == 6 * 16);
@@ -63,15 +67,16 @@ void check_shipped_database(const char* file_name, tilenorm::DType dtype, const 
 
 TEST_CASE("the shipped tuning databases are current and every entry generates") {
   SUBCASE("H200 bf16") {
-    check_shipped_database("h200-bf16.json", tilenorm::DType::bf16, "NVIDIA H200");
+    check_shipped_database("h200-bf16.json", tilenorm::DType::bf16, "NVIDIA H200", "H200");
   }
   SUBCASE("H200 fp32") {
-    check_shipped_database("h200-fp32.json", tilenorm::DType::f32, "NVIDIA H200");
+    check_shipped_database("h200-fp32.json", tilenorm::DType::f32, "NVIDIA H200", "H200");
   }
   SUBCASE("H100 bf16") {
-    check_shipped_database("h100-bf16.json", tilenorm::DType::bf16, "NVIDIA H100 80GB HBM3");
+    check_shipped_database("h100-bf16.json", tilenorm::DType::bf16, "NVIDIA H100 80GB HBM3",
+                           "H100");
   }
   SUBCASE("H100 fp32") {
-    check_shipped_database("h100-fp32.json", tilenorm::DType::f32, "NVIDIA H100 80GB HBM3");
+    check_shipped_database("h100-fp32.json", tilenorm::DType::f32, "NVIDIA H100 80GB HBM3", "H100");
   }
 }
