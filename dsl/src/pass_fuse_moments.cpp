@@ -103,7 +103,9 @@ ir::Program fuse_moments(const ir::Program& program) {
   // seventeenth session's finishing kernel (eighteenth session, run 2, heuristic, M = 2^26 / N):
   // bf16 slower at 11 of 12 N (4096 87.8 -> 82.1%, 8192 84.8 -> 78.7%, 131072 57.0 -> 50.3%;
   // the cluster kernels take 165 registers against 128), fp32 mixed (5120 89.5 -> 94.6%,
-  // 32768 94.6 -> 88.2%).
+  // 32768 94.6 -> 88.2%). Again on an H100 (seventy-third session, heuristic, graph timing):
+  // bf16 slower at 8 of 12 N (131072 -17.3 points, 32768 -8.4, 512 -5.4), faster only at 4096,
+  // 8192 and 65536 (+1.8 to +2.7); fp32 slower at 5 (262144 -4.4), faster at one (5120 +1.0).
   const auto reachable = program.reachable_nodes();
   if (std::any_of(reachable.begin(), reachable.end(), [&](NodeId id) {
         const Node& n = program.graph->node(id);

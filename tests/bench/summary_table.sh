@@ -57,8 +57,29 @@ grep -qF -- "- fp32, slower than torch.compile: none." "$table" ||
 if python3 "$report" --run "bf16=$work/bf16.json" 2>"$work/bad.txt"; then
   fail "--run without the torch document was accepted"
 fi
-grep -qF -- "--run takes NAME=TILENORM.json,TORCH.json, got 'bf16=$work/bf16.json'" \
+grep -qF -- "--run takes NAME=TILENORM.json,TORCH.json[,HEURISTIC.json], got 'bf16=$work/bf16.json'" \
   "$work/bad.txt" || fail "the usage error: $(cat "$work/bad.txt")"
+# A third document, the heuristic's run: each % cell gives it in brackets, a shape it lacks a
+# dash, and a line the lowest heuristic / tuned share and how many shapes reach 0.90 (85.5 / 95.0
+# = 0.90 counts; 76.5 / 90.0 = 0.85 does not; events against graph is left out).
+bench "$work/bf16-heuristic.json" "$(row layer_norm forward 1024 3.42 85.5), \
+  $(row layer_norm backward 1024 3.06 76.5), $(row rms_norm forward 4096 3.9 97.0 events)"
+python3 "$report" --run "bf16=$work/bf16.json,$work/bf16-torch.json,$work/bf16-heuristic.json" \
+  --markdown "$table" >/dev/null
+grep -qF "| LayerNorm | 1024 | 95.0 (85.5) | 0.95× | 90.0 (76.5) | 2.00× | 85.0 (—) |" "$table" ||
+  fail "the LayerNorm row with the heuristic: $(grep '| LayerNorm' "$table")"
+grep -qF "| RMSNorm | 4096 | 97.5 (97.0) | ‡ |" "$table" ||
+  fail "the RMSNorm row with the heuristic: $(grep '| RMSNorm' "$table")"
+grep -qF -- "- bf16, heuristic / tuned: at least 0.90 at 1 of 2 shapes; lowest 0.85 (LayerNorm backward 1024)." \
+  "$table" || fail "the heuristic line: $(grep -- '- bf16, heuristic' "$table")"
+# Without it, no such line.
+python3 "$report" --run "bf16=$work/bf16.json,$work/bf16-torch.json" --markdown "$table" \
+  >/dev/null
+! grep -q -- "heuristic / tuned" "$table" || fail "a heuristic line without a heuristic run"
+if python3 "$report" --run "bf16=$work/bf16.json,$work/bf16-torch.json,$work/bf16.json,x" \
+  2>"$work/bad.txt"; then
+  fail "--run with four paths was accepted"
+fi
 # A document that is not JSON is an error that says so, with nothing written.
 echo "not json" >"$work/broken.json"
 rm -f "$work/broken.md"
