@@ -32,12 +32,14 @@ def percent(row):
     return f"{row['percent_of_ceiling']:.1f}" if report.timed(row) else "—"
 
 
-def ratio(mine, theirs):
+def ratio(mine, theirs, field="tbps"):
+    """mine[field] / theirs[field]; None where either is missing, MIXED_MARK where they were
+    timed differently."""
     if not (report.timed(mine) and report.timed(theirs)):
         return None
     if not report.same_timing(mine, theirs):
         return report.MIXED_MARK
-    return mine["tbps"] / theirs["tbps"]
+    return mine[field] / theirs[field]
 
 
 def ratio_text(value):
@@ -70,16 +72,6 @@ class Run:
                           if heuristic_path else None)
 
 
-def heuristic_share(tuned, heuristic):
-    """The heuristic's % over the tuned one, or None where either is missing or they were timed
-    differently."""
-    if not (report.timed(tuned) and report.timed(heuristic)):
-        return None
-    if not report.same_timing(tuned, heuristic):
-        return None
-    return heuristic["percent_of_ceiling"] / tuned["percent_of_ceiling"]
-
-
 def summary(runs):
     head = "| op | N |"
     rule = "|---|---:|"
@@ -104,8 +96,9 @@ def summary(runs):
                     if run.heuristic is not None:
                         untuned = run.heuristic.get((op, pass_name, n))
                         cell += f" ({percent(untuned)})"
-                        share = heuristic_share(mine, untuned)
-                        if share is not None:
+                        # Each % of its own run's ceiling.
+                        share = ratio(untuned, mine, "percent_of_ceiling")
+                        if isinstance(share, float):
                             shares.setdefault(name, []).append((share, f"{label} {pass_name} {n}"))
                     cells.append(cell)
                     if pass_name not in COMPARED_PASSES:

@@ -56,8 +56,13 @@ std::string first_line(const std::string& text) {
 // Why a configuration cannot be a candidate, before any timing.
 struct Problem {
   DropKind kind;
-  std::string text;
+  std::string text;  // led by the kind's name: "spills 48 bytes ...", "wrong results: ..."
 };
+
+// `detail` follows the kind's name as written: " 48 bytes ..." or ": what went wrong".
+Problem problem(DropKind kind, const std::string& detail) {
+  return {kind, std::string(drop_kind_name(kind)) + detail};
+}
 
 std::string shape_name(const TuneShape& shape) {
   return shape.kernel + " " + tuning_dtype_key(shape.io_dtype, shape.param_dtype) +
@@ -226,13 +231,13 @@ std::optional<Problem> compile_problem(const LoweredProgram& program, const Kern
   try {
     const BuiltKernel built = build_kernel(program, spec, arch);
     if (built.spill_bytes > 0 && !spills_allowed) {
-      return Problem{DropKind::spills, "spills " + std::to_string(built.spill_bytes) +
+      return problem(DropKind::spills, " " + std::to_string(built.spill_bytes) +
                                            " bytes to local memory (" +
-                                           std::to_string(built.registers) + " registers)"};
+                                           std::to_string(built.registers) + " registers)");
     }
     return std::nullopt;
   } catch (const std::exception& e) {
-    return Problem{DropKind::does_not_compile, "does not compile: " + first_line(e.what())};
+    return problem(DropKind::does_not_compile, ": " + first_line(e.what()));
   }
 }
 
@@ -290,14 +295,13 @@ std::optional<Problem> check_problem(const Norm& norm, const TuneShape& shape,
   options.reference_rows = kCheckReferenceRows;
   try {
     const CheckReport report = check_against_interpreter(norm, options);
-    if (!report.ok())
-      return Problem{DropKind::wrong_results, "wrong results: " + report.describe()};
+    if (!report.ok()) return problem(DropKind::wrong_results, ": " + report.describe());
     return std::nullopt;
   } catch (const driver::CudaError& e) {
     ensure_context_usable("checking " + short_config(config));
-    return Problem{DropKind::check_failed, "check failed: " + std::string(e.what())};
+    return problem(DropKind::check_failed, ": " + std::string(e.what()));
   } catch (const Error& e) {
-    return Problem{DropKind::check_failed, "check failed: " + std::string(e.what())};
+    return problem(DropKind::check_failed, ": " + std::string(e.what()));
   }
 }
 
@@ -357,17 +361,18 @@ void time_rows(const Norm& norm, const Plan& plan, const Session& session,
 
   // A launch that fails drops the configuration for this M, with the reason.
   auto try_time = [&](const KernelConfig& config, int count, std::vector<double>& samples) {
+    std::string what;
     try {
       timer.time(config, options.warmup_launches, count, samples);
       return true;
     } catch (const driver::CudaError& e) {
       ensure_context_usable("launching " + short_config(config));
-      result.failures.push_back(
-          {config, DropKind::launch_failed, "launch failed: " + std::string(e.what())});
+      what = e.what();
     } catch (const Error& e) {
-      result.failures.push_back(
-          {config, DropKind::launch_failed, "launch failed: " + std::string(e.what())});
+      what = e.what();
     }
+    const Problem failed = problem(DropKind::launch_failed, ": " + what);
+    result.failures.push_back({config, failed.kind, failed.text});
     if (plan.space.contains(config)) ++result.failed;
     return false;
   };
