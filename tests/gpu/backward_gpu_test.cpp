@@ -18,6 +18,7 @@
 #include "gemma_rms_norm.hpp"
 #include "layer_norm_determinism.hpp"
 #include "quick_mode.hpp"
+#include "residual_rms_norm.hpp"
 #include "runs_clusters.hpp"
 #include "tilenorm/runtime/check.hpp"
 #include "tilenorm/runtime/driver.hpp"
@@ -124,6 +125,10 @@ TEST_CASE("backward: rms_norm_no_weight matches the interpreter") {
 }
 TEST_CASE("backward: the Gemma RMSNorm example matches the interpreter") {
   check_both_modes(gemma_rms_norm());
+}
+// Two output gradients (dy and dh) flow into the same dx and dresidual.
+TEST_CASE("backward: the residual RMSNorm example matches the interpreter") {
+  check_both_modes(residual_rms_norm());
 }
 TEST_CASE("backward: the DyT example (learned scalar) matches the interpreter") {
   const tilenorm::Norm forward = backward_runtime().load(dyt());

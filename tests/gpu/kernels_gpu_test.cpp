@@ -15,6 +15,7 @@
 #include "four_reductions.hpp"
 #include "gemma_rms_norm.hpp"
 #include "quick_mode.hpp"
+#include "residual_rms_norm.hpp"
 #include "runs_clusters.hpp"
 #include "tilenorm/runtime/check.hpp"
 #include "tilenorm/runtime/driver.hpp"
@@ -210,6 +211,10 @@ TEST_CASE("rms_norm_no_weight matches the interpreter") {
 }
 TEST_CASE("the Gemma RMSNorm example matches the interpreter") {
   check_program(gemma_rms_norm());
+}
+// Two row inputs and two row outputs (h = x + residual beside the normalized y).
+TEST_CASE("the residual RMSNorm example matches the interpreter") {
+  check_program(residual_rms_norm());
 }
 // Four reductions in one phase, and a division of every element by a row scalar (which
 // hoist_reciprocals turns into one reciprocal per row).
