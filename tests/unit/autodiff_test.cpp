@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "gradient_check.hpp"
+#include "residual_rms_norm.hpp"
 #include "tilenorm/dsl/error.hpp"
 #include "tilenorm/dsl/interpreter.hpp"
 #include "tilenorm/dsl/language.hpp"
@@ -296,6 +297,15 @@ TEST_CASE("autodiff: gradients through several outputs and shared subexpressions
   const auto backward = tilenorm::backward(forward);
   CHECK(slot_names(backward) ==
         std::vector<std::string>{"x", "w", "b", "dy1", "dy2", "dy3", "dx", "dw", "db"});
+}
+
+TEST_CASE("autodiff: the residual RMSNorm example's two outputs both reach x and residual") {
+  const auto forward = residual_rms_norm();
+  const auto problem = make_problem(forward, Domain::mixed, 5, 4, 9);
+  gradient_check::check(problem, kBothModes, gradient_check::all_elements(problem));
+  CHECK(slot_names(tilenorm::backward(forward)) ==
+        std::vector<std::string>{"x", "residual", "weight", "eps", "dh", "dy", "dx", "dresidual",
+                                 "dweight"});
 }
 
 TEST_CASE("autodiff: a row input used only through a reduction gets a broadcast gradient") {
