@@ -1,11 +1,13 @@
 #pragma once
 // The examples' main: runs a program and its derived backward on the GPU with fresh random
-// inputs and checks every output against the fp64 interpreter. Without a GPU it prints the
-// generated CUDA sources instead and exits 77, which CTest reports as skipped.
+// inputs and checks every output against the fp64 interpreter. Without a GPU it generates the
+// kernels, says what it generated, and exits 77, which CTest reports as skipped.
+#include <cstdint>
 #include <exception>
 #include <iostream>
 #include <string>
 #include <tilenorm/tilenorm.hpp>
+#include <utility>
 
 #include "tilenorm/runtime/check.hpp"
 #include "tilenorm/runtime/driver.hpp"
@@ -19,15 +21,17 @@ inline int check_example(const std::string& name, const tilenorm::ir::Program& p
     if (!tilenorm::driver::gpu_available()) {
       for (const auto& [pass, version] : passes) {
         const tilenorm::LoweredProgram lowered = tilenorm::lower(version);
-        const tilenorm::KernelSpec spec{
-            kDType, kDType, kCols,
-            tilenorm::heuristic_config(lowered, kDType, kDType, kCols,
-                                       tilenorm::DeviceLimits::hopper())};
-        std::cout << "// ---- " << name << " " << pass << "\n"
-                  << tilenorm::generate_cuda(lowered, spec).source;
+        const tilenorm::KernelConfig config = tilenorm::heuristic_config(
+            lowered, kDType, kDType, kCols, tilenorm::DeviceLimits::hopper());
+        const tilenorm::GeneratedKernel kernel =
+            tilenorm::generate_cuda(lowered, {kDType, kDType, kCols, config});
+        std::cout << name << " " << pass << ": " << kernel.name
+                  << (kernel.finish ? " and " + kernel.finish->name : std::string()) << ", "
+                  << kernel.source.size() << " bytes of CUDA for bf16 N = " << kCols << " ("
+                  << config.describe() << ")\n";
       }
       std::cout << "no GPU (" << tilenorm::driver::gpu_unavailable_reason()
-                << "): printed the sources only\n";
+                << "): generated the kernels only\n";
       return 77;
     }
     tilenorm::Runtime runtime;
