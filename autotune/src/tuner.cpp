@@ -481,8 +481,9 @@ ShapeOutcome tune_shape(Runtime& runtime, const Plan& plan, const Session& sessi
       progress.step(stage);
       const bool is_heuristic = plan.is_heuristic(configs[i]);
       if (problem) {
+        // The reason stays led by its kind's name; a heuristic default says so after it.
         failures.push_back({configs[i], problem->kind,
-                            (is_heuristic ? "(heuristic default) " : "") + problem->text});
+                            problem->text + (is_heuristic ? " (the heuristic default)" : "")});
         continue;
       }
       if (is_heuristic) checked_heuristics.push_back(configs[i]);

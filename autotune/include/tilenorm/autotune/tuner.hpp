@@ -46,7 +46,8 @@ std::string_view drop_kind_name(DropKind kind);
 struct CandidateFailure {
   KernelConfig config;
   DropKind kind = DropKind::does_not_compile;
-  std::string reason;  // e.g. "spills 48 bytes to local memory", "wrong results: ..."
+  // Led by drop_kind_name(kind): e.g. "spills 48 bytes to local memory", "wrong results: ...".
+  std::string reason;
 };
 
 // The outcome for one (kernel, dtype, N, M).
