@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "four_reductions.hpp"
+#include "residual_rms_norm.hpp"
 #include "tilenorm/autotune/cli11.hpp"
 #include "tilenorm/dsl/codegen.hpp"
 #include "tilenorm/dsl/error.hpp"
@@ -129,10 +130,33 @@ struct Options {
   std::int64_t stride_for(const Shape& shape) const { return row_stride ? row_stride : shape.n; }
 };
 
-// Programs timed beside the built-in kernels (from examples/), forward only.
-std::optional<tn::ir::Program> bench_program(const std::string& op) {
-  if (op == "four_reductions") return four_reductions();
-  return std::nullopt;
+// Whether a forward program writes statistics for its backward to read back.
+bool saves_statistics(const tn::ir::Program& forward) {
+  return std::any_of(forward.slots.begin(), forward.slots.end(), [](const auto& slot) {
+    return slot.shape == tn::ir::Shape::row_scalar && slot.role != tn::ir::Role::read;
+  });
+}
+
+// The programs timed beside the built-in kernels (from examples/), as the pass runs them: the
+// forward, or the backward tilenorm::backward derives from it. Nothing for a built-in kernel's
+// name. Throws UsageError for a pass the program has no kernel for.
+std::optional<tn::ir::Program> bench_program(const std::string& op, const std::string& pass) {
+  std::optional<tn::ir::Program> forward;
+  if (op == "four_reductions") forward = four_reductions();
+  if (op == "residual_rms_norm") forward = residual_rms_norm();
+  if (!forward || pass == "forward") return forward;
+  const bool recompute = pass == "recompute";
+  if (recompute && !saves_statistics(*forward)) {
+    throw tn::UsageError("--ops '" + op +
+                         "' saves no statistics, so its backward recomputes them already: "
+                         "give --pass backward, not recompute");
+  }
+  try {
+    return tn::backward(
+        *forward, {.mode = recompute ? tn::StatisticsMode::recompute : tn::StatisticsMode::saved});
+  } catch (const tn::Error& e) {
+    throw tn::UsageError("--ops '" + op + "' has no " + pass + " kernel: " + e.what());
+  }
 }
 
 // The program a pass times: the forward, or its derived backward (statistics read back, or
@@ -184,8 +208,11 @@ Options parse_options(const std::vector<std::string>& args) {
   auto* ops_option =
       cli::add_value(app, "--ops", ops,
                      "built-in kernels to time (default layer_norm,rms_norm: the weight + bias "
-                     "LayerNorm and the weight RMSNorm), and four_reductions (forward only: "
-                     "mean, mean of squares, max and min of x in one reduction phase)",
+                     "LayerNorm and the weight RMSNorm), and two example programs, their "
+                     "backward derived: four_reductions (mean, mean of squares, max and min of "
+                     "x in one reduction phase) and residual_rms_norm (h = x + residual written "
+                     "out, y = RMSNorm(h) * weight; its backward reads dy and dh). Neither saves "
+                     "statistics: their backward is the recompute",
                      "LIST");
   auto* pass_option = cli::add_value(
       app, "--pass", passes,
@@ -265,16 +292,16 @@ Options parse_options(const std::vector<std::string>& args) {
     }
   }
   for (const std::string& op : options.ops) {
-    if (bench_program(op)) {
-      for (const std::string& pass : options.passes) {
-        if (pass != "forward") {
-          throw tn::UsageError("--ops '" + op + "' is timed forward only, not " + pass +
-                               " (give --pass forward)");
-        }
-      }
+    if (bench_program(op, "forward")) {
+      for (const std::string& pass : options.passes) bench_program(op, pass);
       continue;
     }
-    cli::parse_kernel_name("--ops", op);
+    try {
+      cli::parse_kernel_name("--ops", op);
+    } catch (const tn::UsageError& e) {
+      throw tn::UsageError(std::string(e.what()) +
+                           "; example programs: four_reductions, residual_rms_norm");
+    }
     for (const std::string& pass : options.passes) {
       try {
         tn::kernels::builtin_program(program_for(op, pass));
@@ -1084,7 +1111,7 @@ int run(const Options& options) {
   for (const std::string& pass : options.passes) {
     for (const std::string& op : options.ops) {
       std::optional<tn::Norm> loaded;
-      if (auto program = bench_program(op)) loaded.emplace(runtime.load(*program));
+      if (auto program = bench_program(op, pass)) loaded.emplace(runtime.load(*program));
       const tn::Norm& norm =
           loaded ? *loaded : tn::kernels::builtin(runtime, program_for(op, pass));
       for (const Shape& shape : options.shapes) {

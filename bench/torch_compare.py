@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Times PyTorch's LayerNorm and RMSNorm, eager and torch.compile, at the shapes tilenorm-bench
+"""Times PyTorch's LayerNorm and RMSNorm (and the residual add before an RMSNorm, as
+examples/residual_rms_norm.hpp writes it), eager and torch.compile, at the shapes tilenorm-bench
 uses (--shapes MxN,..., or M = --elements // N for each --n; --row-stride pads the rows): the
 forward, the backward, and the recomputing backward (forward + backward, as under activation
 checkpointing). Also the device-to-device copy ceiling. Writes JSON for report.py.
@@ -19,7 +20,16 @@ import warnings
 DEFAULT_NS = "128,512,1024,2048,4096,5120,8192,16384,32768,65536,131072,262144"
 DEFAULT_ELEMENTS = 1 << 26
 DTYPE_NAMES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
-OPS = ("layer_norm", "rms_norm")
+# Each op's row inputs (x first), row outputs and column parameters, in call order: the
+# function is f(*inputs, *params) and returns its outputs.
+OPS = {
+    "layer_norm": {"inputs": ("x",), "outputs": ("y",), "params": ("weight", "bias")},
+    "rms_norm": {"inputs": ("x",), "outputs": ("y",), "params": ("weight",)},
+    # h = x + residual, y = RMSNorm(h) * weight: the pre-norm block's add & norm.
+    "residual_rms_norm": {"inputs": ("x", "residual"), "outputs": ("h", "y"),
+                          "params": ("weight",)},
+}
+DEFAULT_OPS = ("layer_norm", "rms_norm")
 IMPLS = ("eager", "compile")
 # forward: y = f(x). backward: the gradients of a y computed outside the timed region.
 # recompute: y = f(x) and its gradients, the unit activation checkpointing runs in the backward.
@@ -108,14 +118,16 @@ def parse_args():
                         help="elements from one row's start to the next, >= every N: x (and dy) "
                         "are views x = storage[:, :N] of padded M x S storage; bytes counted are "
                         "still M * N per tensor (default: contiguous rows)")
-    parser.add_argument("--ops", type=choice_list(OPS), default=list(OPS),
-                        help="layer_norm (weight + bias), rms_norm (weight); default both")
+    parser.add_argument("--ops", type=choice_list(OPS), default=list(DEFAULT_OPS),
+                        help="layer_norm (weight + bias), rms_norm (weight), residual_rms_norm "
+                        "(h = x + residual returned with y = F.rms_norm(h) * weight); default "
+                        "layer_norm,rms_norm")
     parser.add_argument("--impls", type=choice_list(IMPLS), default=list(IMPLS),
                         help="eager, compile; default both")
     parser.add_argument("--pass", dest="passes", type=choice_list(PASSES),
                         default=comma_list(DEFAULT_PASSES, str),
-                        help="forward, backward (gradients of x, weight and bias), recompute "
-                        f"(forward + backward); default {DEFAULT_PASSES}")
+                        help="forward, backward (gradients of the row inputs and parameters), "
+                        f"recompute (forward + backward); default {DEFAULT_PASSES}")
     parser.add_argument("--repeats", type=positive_int, default=50,
                         help="timing samples (graph replays or event pairs) per shape; the "
                         "median is reported (default 50)")
@@ -323,10 +335,21 @@ def measure_copy_ceiling(torch):
 
 
 def norm_function(F, op):
-    """The op as a function of (x, *params), the anchors' affine variants."""
+    """The op as a function of (*inputs, *params), the anchors' affine variants."""
     if op == "layer_norm":
         return lambda x, weight, bias: F.layer_norm(x, (x.shape[-1],), weight, bias, EPS)
+    if op == "residual_rms_norm":
+        def residual_rms_norm(x, residual, weight):
+            h = x + residual
+            return h, F.rms_norm(h, (h.shape[-1],), weight, EPS)
+
+        return residual_rms_norm
     return lambda x, weight: F.rms_norm(x, (x.shape[-1],), weight, EPS)
+
+
+def as_tuple(result):
+    """A function's outputs as a tuple (one output is a tensor)."""
+    return tuple(result) if isinstance(result, (tuple, list)) else (result,)
 
 
 def function_source(torch, F, op):
@@ -364,14 +387,17 @@ def keep_saved_tensors():
 
 
 def make_params(torch, op, n, dtype):
-    count = 2 if op == "layer_norm" else 1
-    return [torch.empty(n, dtype=dtype, device="cuda").uniform_(-1.5, 1.5) for _ in range(count)]
+    return [torch.empty(n, dtype=dtype, device="cuda").uniform_(-1.5, 1.5)
+            for _ in OPS[op]["params"]]
 
 
-def pass_tensors(pass_name):
-    """M x N tensors counted in the bytes: forward x read + y written; backward and recompute
-    x and dy read + dx written. Parameters, their gradients and per-row statistics are left out."""
-    return 2 if pass_name == "forward" else 3
+def pass_tensors(op, pass_name):
+    """M x N tensors counted in the bytes, as tilenorm-bench counts its row slots: forward the
+    row inputs read + the outputs written (x and y); backward and recompute the inputs and the
+    outputs' gradients read + the inputs' gradients written (x and dy, dx). Parameters, their
+    gradients and per-row statistics are left out."""
+    inputs, outputs = len(OPS[op]["inputs"]), len(OPS[op]["outputs"])
+    return inputs + outputs if pass_name == "forward" else 2 * inputs + outputs
 
 
 def rows(torch, m, n, stride, dtype, low, high):
@@ -384,20 +410,21 @@ def rows(torch, m, n, stride, dtype, low, high):
     return storage[:, :n].detach()
 
 
-def make_slots(torch, pass_name, m, n, stride, dtype, l2_bytes):
-    """The buffer sets the calls rotate over: (x,) for the forward, (x, dy) with x a leaf that
-    requires grad otherwise; rows `stride` elements apart. At least two, and more until one pass
-    over them exceeds twice the L2 (so every call reads its inputs from DRAM), at most
-    MAX_BUFFER_SETS."""
-    set_bytes = pass_tensors(pass_name) * m * n * dtype.itemsize
+def make_slots(torch, op, pass_name, m, n, stride, dtype, l2_bytes):
+    """The buffer sets the calls rotate over, each (inputs, output gradients): ((x,), ()) for the
+    forward, ((x,), (dy,)) with x a leaf that requires grad otherwise; rows `stride` elements
+    apart. At least two, and more until one pass over them exceeds twice the L2 (so every call
+    reads its inputs from DRAM), at most MAX_BUFFER_SETS."""
+    set_bytes = pass_tensors(op, pass_name) * m * n * dtype.itemsize
     sets = min(max(2, 2 * l2_bytes // set_bytes + 1), MAX_BUFFER_SETS)
+    training = pass_name != "forward"
     slots = []
     for _ in range(sets):
-        x = rows(torch, m, n, stride, dtype, -2.0, 2.5)
-        if pass_name == "forward":
-            slots.append((x,))
-        else:
-            slots.append((x.requires_grad_(), rows(torch, m, n, stride, dtype, -1.0, 1.0)))
+        inputs = tuple(rows(torch, m, n, stride, dtype, -2.0, 2.5).requires_grad_(training)
+                       for _ in OPS[op]["inputs"])
+        grads = tuple(rows(torch, m, n, stride, dtype, -1.0, 1.0)
+                      for _ in (OPS[op]["outputs"] if training else ()))
+        slots.append((inputs, grads))
     return slots
 
 
@@ -407,31 +434,33 @@ def make_unit(torch, pass_name, function, params, slots, outputs):
     next call), so only the backward kernels run. recompute: forward and backward together,
     what activation checkpointing runs in the backward."""
     if pass_name == "forward":
-        return lambda i: function(slots[i][0], *params)
+        return lambda i: function(*slots[i][0], *params)
     if pass_name == "backward":
-        return lambda i: torch.autograd.grad(outputs[i], (slots[i][0], *params), slots[i][1],
+        return lambda i: torch.autograd.grad(outputs[i], (*slots[i][0], *params), slots[i][1],
                                              retain_graph=True)
-    return lambda i: torch.autograd.grad(function(slots[i][0], *params), (slots[i][0], *params),
-                                         slots[i][1])
+    return lambda i: torch.autograd.grad(as_tuple(function(*slots[i][0], *params)),
+                                         (*slots[i][0], *params), slots[i][1])
 
 
-def check_forward(torch, eager, function, x, params, tolerance):
-    actual = function(x, *params)  # compiles
-    expected = eager(x, *params)
+def check_forward(torch, eager, function, inputs, params, tolerance):
+    actual = function(*inputs, *params)  # compiles
+    expected = eager(*inputs, *params)
     torch.testing.assert_close(actual, expected, atol=tolerance, rtol=tolerance)
 
 
-def check_gradients(torch, eager, function, slot, params, tolerance):
+def check_gradients(torch, op, eager, function, slot, params, tolerance):
     """torch.compile's gradients against eager's on one buffer set (this also compiles the
-    training graph and, at the first gradient, its backward). The weight and bias gradients
-    are sums over M rows: their rounding grows with the summands rather than with each sum, so
+    training graph and, at the first gradient, its backward). The parameters' gradients are
+    sums over M rows: their rounding grows with the summands rather than with each sum, so
     their absolute tolerance scales with the largest of them."""
-    x, dy = slot
-    inputs = (x, *params)
-    expected = torch.autograd.grad(eager(x, *params), inputs, dy)
-    actual = torch.autograd.grad(function(x, *params), inputs, dy)
-    for name, got, want in zip(("dx", "dweight", "dbias"), actual, expected):
-        atol = tolerance if name == "dx" else tolerance * max(1.0, want.abs().max().item())
+    inputs, grads = slot
+    wrt = (*inputs, *params)
+    expected = torch.autograd.grad(as_tuple(eager(*inputs, *params)), wrt, grads)
+    actual = torch.autograd.grad(as_tuple(function(*inputs, *params)), wrt, grads)
+    rows_wrt = len(inputs)
+    names = [f"d{name}" for name in (*OPS[op]["inputs"], *OPS[op]["params"])]
+    for index, (name, got, want) in enumerate(zip(names, actual, expected)):
+        atol = tolerance if index < rows_wrt else tolerance * max(1.0, want.abs().max().item())
         try:
             torch.testing.assert_close(got, want, atol=atol, rtol=tolerance)
         except AssertionError as error:
@@ -439,32 +468,33 @@ def check_gradients(torch, eager, function, slot, params, tolerance):
 
 
 def output_row_stride(result):
-    """The row stride of what one call returns: y, or dx for the backward passes."""
+    """The row stride of what one call returns: its first output (y, or h), or dx for the
+    backward passes."""
     tensor = result if not isinstance(result, (tuple, list)) else result[0]
     return tensor.stride(0)
 
 
 def run_row(torch, args, op, pass_name, impl, n, slots, params, functions, stream, ceiling_tbps):
-    x = slots[0][0]
+    x = slots[0][0][0]
     row = {"op": op, "pass": pass_name, "impl": impl, "m": x.shape[0], "n": n,
            "row_stride": row_stride_for(args, n),
-           "bytes": pass_tensors(pass_name) * x.numel() * x.element_size(),
+           "bytes": pass_tensors(op, pass_name) * x.numel() * x.element_size(),
            "buffer_sets": len(slots)}
     try:
         eager, function = functions("eager"), functions(impl)
         if impl == "compile":
             tolerance = TOLERANCES[args.dtype]
             if pass_name == "forward":
-                check_forward(torch, eager, function, x, params, tolerance)
+                check_forward(torch, eager, function, slots[0][0], params, tolerance)
             else:
-                check_gradients(torch, eager, function, slots[0], params, tolerance)
+                check_gradients(torch, op, eager, function, slots[0], params, tolerance)
         torch.cuda.synchronize()
         outputs = None
         if pass_name == "backward":
             # y once, outside the timed region, on the stream the backward is captured on.
             stream.wait_stream(torch.cuda.current_stream())
             with torch.cuda.stream(stream):
-                outputs = [function(slot[0], *params) for slot in slots]
+                outputs = [as_tuple(function(*slot[0], *params)) for slot in slots]
         unit = make_unit(torch, pass_name, function, params, slots, outputs)
         row.update(time_unit(torch, args, unit, len(slots), stream))
         # What PyTorch returns for a padded x (eager LayerNorm copies x to contiguous rows).
@@ -538,7 +568,9 @@ def main():
           f"{f', row stride {args.row_stride}' if args.row_stride is not None else ''}, "
           f"passes {','.join(args.passes)}, "
           f"median of {args.repeats} timings, --timing {args.timing}\n"
-          f"bytes: forward x read + y written; backward and recompute x and dy read + dx written\n"
+          f"bytes: forward x read + y written; backward and recompute x and dy read + dx written "
+          f"(residual_rms_norm: x, residual read + h, y written; x, residual, dh, dy read + dx, "
+          f"dresidual written)\n"
           f"copy ceiling: {ceiling['tbps']:.2f} TB/s (Tensor.copy_ of 2 GiB, "
           f"{ceiling['median_us']:.1f} us median, bytes read + written)\n")
     print(HEADER)
@@ -552,8 +584,8 @@ def main():
             for pass_name in args.passes:
                 training = pass_name != "forward"
                 with torch.set_grad_enabled(training):
-                    slots = make_slots(torch, pass_name, m, n, row_stride_for(args, n), dtype,
-                                       l2_bytes)
+                    slots = make_slots(torch, op, pass_name, m, n, row_stride_for(args, n),
+                                       dtype, l2_bytes)
                     pass_params = ([param.detach().requires_grad_() for param in params]
                                    if training else params)
                     for impl in args.impls:

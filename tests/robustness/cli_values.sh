@@ -1,9 +1,18 @@
 #!/usr/bin/env bash
 # Bad values are rejected before any output (exit 2, empty stdout, the flag and value named),
 # and a failed write to stdout is an error.
-# usage: cli_values.sh WORK_DIR TOOL_DIR
+# usage: cli_values.sh WORK_DIR TOOL_DIR BENCH
 source "$(dirname "$0")/lib.sh" "$1"
 tools="$2"
+bench="$3"
+# tilenorm-bench checks its arguments before it looks for a GPU. The example programs it times
+# get their backward derived; one that saves no statistics has no recompute of its own.
+run 2 "$bench" --ops residual_rms_norm --pass forward,recompute
+[ ! -s "$work/out" ] || fail "tilenorm-bench --pass recompute printed to stdout"
+expect_in "$work/err" "tilenorm-bench: error: --ops 'residual_rms_norm' saves no statistics, so its backward recomputes them already"
+run 2 "$bench" --ops softmax
+expect_in "$work/err" "unknown kernel 'softmax'"
+expect_in "$work/err" "example programs: four_reductions, residual_rms_norm"
 run 2 "$tools/tilenorm-dump" --kernel rms_norm --n ""
 [ ! -s "$work/out" ] || fail "--n '' printed to stdout"
 for value in 0 -5 abc 99999999999 1e3 " 7" 0x10; do
