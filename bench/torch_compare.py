@@ -21,13 +21,20 @@ DEFAULT_NS = "128,512,1024,2048,4096,5120,8192,16384,32768,65536,131072,262144"
 DEFAULT_ELEMENTS = 1 << 26
 DTYPE_NAMES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
 # Each op's row inputs (x first), row outputs and column parameters, in call order: the
-# function is f(*inputs, *params) and returns its outputs.
+# function is f(*inputs, *params) and returns its outputs. "rows": the M x N tensors each pass
+# counts in its bytes, as tilenorm-bench counts its kernel's row slots. Parameters, their
+# gradients and per-row statistics are left out.
+NORM_ROWS = {"forward": 2, "backward": 3, "recompute": 3}  # x + y; x, dy + dx
 OPS = {
-    "layer_norm": {"inputs": ("x",), "outputs": ("y",), "params": ("weight", "bias")},
-    "rms_norm": {"inputs": ("x",), "outputs": ("y",), "params": ("weight",)},
-    # h = x + residual, y = RMSNorm(h) * weight: the pre-norm block's add & norm.
+    "layer_norm": {"inputs": ("x",), "outputs": ("y",), "params": ("weight", "bias"),
+                   "rows": NORM_ROWS},
+    "rms_norm": {"inputs": ("x",), "outputs": ("y",), "params": ("weight",), "rows": NORM_ROWS},
+    # h = x + residual, y = RMSNorm(h) * weight: the pre-norm block's add & norm. Forward: x,
+    # residual + h, y. Backward: h, dh, dy + dx (the residual's gradient is the same tensor; h
+    # is read back in place of x and residual). Recompute: x, residual, dh, dy + dx.
     "residual_rms_norm": {"inputs": ("x", "residual"), "outputs": ("h", "y"),
-                          "params": ("weight",)},
+                          "params": ("weight",),
+                          "rows": {"forward": 4, "backward": 4, "recompute": 5}},
 }
 DEFAULT_OPS = ("layer_norm", "rms_norm")
 IMPLS = ("eager", "compile")
@@ -392,12 +399,8 @@ def make_params(torch, op, n, dtype):
 
 
 def pass_tensors(op, pass_name):
-    """M x N tensors counted in the bytes, as tilenorm-bench counts its row slots: forward the
-    row inputs read + the outputs written (x and y); backward and recompute the inputs and the
-    outputs' gradients read + the inputs' gradients written (x and dy, dx). Parameters, their
-    gradients and per-row statistics are left out."""
-    inputs, outputs = len(OPS[op]["inputs"]), len(OPS[op]["outputs"])
-    return inputs + outputs if pass_name == "forward" else 2 * inputs + outputs
+    """M x N tensors counted in the bytes (OPS)."""
+    return OPS[op]["rows"][pass_name]
 
 
 def rows(torch, m, n, stride, dtype, low, high):
@@ -569,8 +572,8 @@ def main():
           f"passes {','.join(args.passes)}, "
           f"median of {args.repeats} timings, --timing {args.timing}\n"
           f"bytes: forward x read + y written; backward and recompute x and dy read + dx written "
-          f"(residual_rms_norm: x, residual read + h, y written; x, residual, dh, dy read + dx, "
-          f"dresidual written)\n"
+          f"(residual_rms_norm: forward x, residual + h, y; backward h, dh, dy + dx; recompute "
+          f"x, residual, dh, dy + dx)\n"
           f"copy ceiling: {ceiling['tbps']:.2f} TB/s (Tensor.copy_ of 2 GiB, "
           f"{ceiling['median_us']:.1f} us median, bytes read + written)\n")
     print(HEADER)

@@ -123,8 +123,8 @@ ir::Program backward(const ir::Program& forward_in, const BackwardOptions& optio
   bwd.graph = std::make_shared<ir::Graph>();
   ir::Graph& g = *bwd.graph;
 
-  // Slots: the forward's reads, the incoming gradients, the saved statistics (saved mode),
-  // then the gradients.
+  // Slots: the forward's reads, the incoming gradients, the saved statistics and the row
+  // outputs read back (saved mode), then the gradients.
   std::vector<std::int32_t> read_slot(fwd.slots.size(), -1);
   auto push = [&bwd](ir::Slot slot) {
     bwd.slots.push_back(std::move(slot));
@@ -155,7 +155,8 @@ ir::Program backward(const ir::Program& forward_in, const BackwardOptions& optio
         (s.role == Role::written && s.shape == Shape::tile))
       check_new_name(gradient_name(s.name), s.name);
   }
-  std::vector<std::int32_t> incoming(fwd.slots.size(), -1), saved_stat(fwd.slots.size(), -1);
+  std::vector<std::int32_t> incoming(fwd.slots.size(), -1), saved_stat(fwd.slots.size(), -1),
+      saved_row(fwd.slots.size(), -1);
   for (std::size_t i = 0; i < fwd.slots.size(); ++i) {
     const ir::Slot& s = fwd.slots[i];
     if (s.role == Role::written && s.shape == Shape::tile)
@@ -165,6 +166,13 @@ ir::Program backward(const ir::Program& forward_in, const BackwardOptions& optio
     const ir::Slot& s = fwd.slots[i];
     if (s.role == Role::written && s.shape == Shape::row_scalar)
       saved_stat[i] = push({s.name, Role::read, Shape::row_scalar, DType::f32, 0, false});
+  }
+  // A row output the forward wrote (h = x + residual) can stand in for what computes it: one
+  // row read back in place of the rows it came from. Only outputs whose value is a whole tile.
+  for (std::size_t i = 0; saved && i < fwd.slots.size(); ++i) {
+    const ir::Slot& s = fwd.slots[i];
+    if (s.role == Role::written && s.shape == Shape::tile && fg.node(s.value).shape == Shape::tile)
+      saved_row[i] = push({s.name, Role::read, Shape::tile, s.dtype, 0, false});
   }
 
   // The forward's values, in the new graph (recomputed unless replaced below).
@@ -224,26 +232,53 @@ ir::Program backward(const ir::Program& forward_in, const BackwardOptions& optio
   }
 
   // Factor the reductions while the statistics are still expressions (so that a centered sum
-  // is seen to vanish), then read the saved statistics back in their place.
+  // is seen to vanish), then read the saved statistics (and, with read_rows, the row outputs)
+  // back in their place. Not a saved maximum or minimum: the backward compares the row with it
+  // to route the gradient, and one rounded differently by the forward's kernel (x / 1.25 there,
+  // x * 0.8 here) would match no element; recomputed, it is the maximum of the very values it
+  // is compared with.
+  auto compared_extreme = [&](std::size_t i) {
+    const Op op = fg.node(fwd.slots[i].value).op;
+    return op == Op::reduce_max || op == Op::reduce_min;
+  };
   const std::size_t real_slots = bwd.slots.size();
-  for (std::size_t i = 0; i < fwd.slots.size(); ++i) {
-    if (saved_stat[i] >= 0)
-      push({"tn_statistic_" + std::to_string(i), Role::written, Shape::row_scalar, DType::f32,
-            value[fwd.slots[i].value], false});
+  auto derive = [&](bool read_rows) {
+    ir::Program marked = bwd;
+    std::vector<std::int32_t> read_back;
+    for (std::size_t i = 0; i < fwd.slots.size(); ++i) {
+      const std::int32_t slot = saved_stat[i] >= 0 ? (compared_extreme(i) ? -1 : saved_stat[i])
+                                : read_rows        ? saved_row[i]
+                                                   : -1;
+      if (slot < 0) continue;
+      marked.slots.push_back({"tn_saved_" + std::to_string(i), Role::written, bwd.slots[slot].shape,
+                              bwd.slots[slot].dtype, value[fwd.slots[i].value], false});
+      read_back.push_back(slot);
+    }
+    ir::Program factored = passes::cse(passes::factor_reductions(marked));
+    std::unordered_map<NodeId, std::int32_t> saved_at;
+    for (std::size_t k = 0; k < read_back.size(); ++k)
+      saved_at.emplace(factored.slots[real_slots + k].value, read_back[k]);
+    factored.slots.resize(real_slots);
+    const ir::Program result =
+        detail::rebuild_by_id(factored, [&](NodeId id, const Node& node, ir::Graph& graph) {
+          const auto it = saved_at.find(id);
+          return it != saved_at.end() ? graph.load(bwd.slots[it->second].shape, it->second)
+                                      : graph.intern(node);
+        });
+    return passes::cse(passes::simplify(drop_unused_reads(result)));
+  };
+  auto rows_read = [](const ir::Program& p) {
+    return std::count_if(p.slots.begin(), p.slots.end(), [](const ir::Slot& s) {
+      return s.role == Role::read && s.shape == Shape::tile;
+    });
+  };
+  // Recomputing keeps full precision (a row output is stored rounded to its dtype): a row
+  // output is read back only where that reads fewer rows.
+  ir::Program derived = derive(false);
+  if (std::any_of(saved_row.begin(), saved_row.end(), [](std::int32_t s) { return s >= 0; })) {
+    ir::Program reading_rows = derive(true);
+    if (rows_read(reading_rows) < rows_read(derived)) derived = std::move(reading_rows);
   }
-  ir::Program factored = passes::cse(passes::factor_reductions(bwd));
-  std::unordered_map<NodeId, std::int32_t> statistic_at;
-  for (std::size_t k = real_slots, i = 0; i < fwd.slots.size(); ++i) {
-    if (saved_stat[i] >= 0) statistic_at.emplace(factored.slots[k++].value, saved_stat[i]);
-  }
-  factored.slots.resize(real_slots);
-  ir::Program result =
-      detail::rebuild_by_id(factored, [&](NodeId id, const Node& node, ir::Graph& graph) {
-        const auto it = statistic_at.find(id);
-        return it != statistic_at.end() ? graph.load(Shape::row_scalar, it->second)
-                                        : graph.intern(node);
-      });
-  ir::Program derived = passes::cse(passes::simplify(drop_unused_reads(result)));
   const bool reads_rows =
       std::any_of(derived.slots.begin(), derived.slots.end(),
                   [](const ir::Slot& s) { return s.role == Role::read && s.shape == Shape::tile; });

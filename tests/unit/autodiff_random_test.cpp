@@ -64,6 +64,19 @@ class ProgramGenerator {
     if (w_grad) feature("column gradient");
     if (alpha_grad) feature("scalar gradient");
     x_ = x;
+    x_bound_ = 2.0;
+    // Sometimes a residual stream: h = x + r is written out and stands in for both rows, so that
+    // saved mode may read h back in place of them.
+    std::optional<NodeId> stream;
+    if (chance(0.15)) {
+      const NodeId r = read("r", Shape::tile, chance(0.5), 2.0);
+      std::erase_if(pool_, [&](const Value& v) { return v.id == x || v.id == r; });
+      x_ = g.binary(Op::add, x, r);
+      x_bound_ = 4.0;
+      pool_.push_back({x_, x_bound_});
+      stream = x_;
+      feature("residual stream");
+    }
     alpha_ = alpha;
     for (double value : {0.5, -0.75, 2.0}) pool_.push_back({g.constant(value), std::fabs(value)});
 
@@ -73,7 +86,9 @@ class ProgramGenerator {
     // The outputs: the newest value as y, and sometimes another one as y2 (as Tiles).
     NodeId y = as_tile(pool_.back().id);
     std::vector<std::pair<std::string, NodeId>> outputs = {{"y", y}};
-    if (chance(0.3)) {
+    if (stream) {
+      outputs.push_back({"h", *stream});
+    } else if (chance(0.3)) {
       outputs.push_back({"y2", as_tile(pick().id)});
       feature("two outputs");
     }
@@ -132,7 +147,7 @@ class ProgramGenerator {
       const Value v = pick();
       if (graph().node(v.id).shape == Shape::tile) return v;
     }
-    return {x_, 2.0};
+    return {x_, x_bound_};
   }
 
   void add(NodeId id, double bound) {
@@ -268,7 +283,8 @@ class ProgramGenerator {
   std::vector<Value> pool_;
   std::vector<std::string> features_;
   int reductions_ = 0;
-  NodeId x_ = 0;
+  NodeId x_ = 0;  // x, or the residual stream x + r
+  double x_bound_ = 2.0;
   NodeId alpha_ = 0;
 };
 
@@ -404,7 +420,7 @@ constexpr int kPrograms = 1200;
 
 TEST_CASE("autodiff: random programs match finite differences in both modes") {
   std::map<std::string, int> tally;
-  int compared = 0, with_saved = 0, affected = 0;
+  int compared = 0, with_saved = 0, with_read_back = 0, affected = 0;
   std::mt19937_64 data_rng(2024);
   for (int i = 0; i < kPrograms; ++i) {
     CAPTURE(i);
@@ -436,10 +452,11 @@ TEST_CASE("autodiff: random programs match finite differences in both modes") {
     // every other.
     if (loses_broadcast_sum(forward)) ++affected;
     std::vector<StatisticsMode> modes = {StatisticsMode::recompute};
-    if (gradient_check::saves_statistics(forward)) {
-      modes.push_back(StatisticsMode::saved);
-      ++with_saved;
-    }
+    const bool saves = gradient_check::saves_statistics(forward);
+    const bool reads_back = gradient_check::reads_row_output_back(forward);
+    if (saves || reads_back) modes.push_back(StatisticsMode::saved);
+    with_saved += saves;
+    with_read_back += reads_back;
     compared += gradient_check::check(problem, modes, random_elements(problem, data_rng));
   }
   MESSAGE(gradient_check::zero_gradient_programs()
@@ -447,7 +464,8 @@ TEST_CASE("autodiff: random programs match finite differences in both modes") {
   std::string coverage;
   for (const auto& [name, count] : tally) coverage += name + "=" + std::to_string(count) + " ";
   MESSAGE(kPrograms << " programs, " << affected << " broadcasting inside a sum, " << with_saved
-                    << " with a saved statistic, " << compared << " gradients compared; "
+                    << " with a saved statistic, " << with_read_back
+                    << " reading a row output back, " << compared << " gradients compared; "
                     << coverage);
   CHECK(affected > 0);  // the generator still reaches the case
   // The generator reaches the whole language.
@@ -476,12 +494,14 @@ TEST_CASE("autodiff: random programs match finite differences in both modes") {
                         "min_reduce",
                         "saved statistic",
                         "two outputs",
+                        "residual stream",
                         "column gradient",
                         "scalar gradient"}) {
     CAPTURE(f);
     CHECK(tally[f] >= 20);
   }
   CHECK(with_saved >= 100);
+  CHECK(with_read_back > 0);  // saved mode's row outputs read back
   CHECK(compared >= kPrograms * 5);
 }
 

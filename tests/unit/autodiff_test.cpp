@@ -300,12 +300,60 @@ TEST_CASE("autodiff: gradients through several outputs and shared subexpressions
 }
 
 TEST_CASE("autodiff: the residual RMSNorm example's two outputs both reach x and residual") {
-  const auto forward = residual_rms_norm();
+  const auto forward = residual_rms_norm(Grad::yes);
   const auto problem = make_problem(forward, Domain::mixed, 5, 4, 9);
   gradient_check::check(problem, kBothModes, gradient_check::all_elements(problem));
+  // Saved mode reads h back (one row) instead of x and residual (two).
   CHECK(slot_names(tilenorm::backward(forward)) ==
+        std::vector<std::string>{"weight", "eps", "dh", "dy", "h", "dx", "dresidual", "dweight"});
+  CHECK(slot_names(tilenorm::backward(forward, {.mode = StatisticsMode::recompute})) ==
         std::vector<std::string>{"x", "residual", "weight", "eps", "dh", "dy", "dx", "dresidual",
                                  "dweight"});
+  // As the example declares it, the residual's gradient is dx's and is not written again.
+  const auto example = residual_rms_norm();
+  const auto example_problem = make_problem(example, Domain::mixed, 5, 4, 9);
+  gradient_check::check(example_problem, kBothModes, gradient_check::all_elements(example_problem));
+  CHECK(slot_names(tilenorm::backward(example)) ==
+        std::vector<std::string>{"weight", "eps", "dh", "dy", "h", "dx", "dweight"});
+}
+
+TEST_CASE("autodiff: a saved maximum is recomputed, not read back") {
+  // The gradient goes to the elements equal to the maximum. Read back, the fp64 maximum of
+  // x * 0.5 / 1.25 matches no element of the lowered backward's x * 0.5 * 0.8 (found by the
+  // random programs): every element would get 0 / 0.
+  const auto forward = dsl::make_program("saved_max", [](auto& p) {
+    auto x = p.input("x");
+    auto scaled = x * 0.5 / 1.25;
+    auto largest = max(scaled);
+    auto m = mean(x);
+    p.save("largest", largest);
+    p.save("m", m);
+    p.output("y", exp(scaled - largest) + m);
+  });
+  const auto problem = make_problem(forward, Domain::mixed, 9);
+  gradient_check::check(problem, kBothModes, gradient_check::all_elements(problem));
+  CHECK(slot_names(tilenorm::backward(forward)) == std::vector<std::string>{"x", "dy", "dx"});
+}
+
+TEST_CASE("autodiff: saved mode reads a row output back only where that reads fewer rows") {
+  // y = x * x: its gradient 2 x dy needs x whichever way, so reading y too would add a row.
+  const auto square = dsl::make_program("square", [](auto& p) {
+    auto x = p.input("x");
+    p.output("y", x * x);
+  });
+  CHECK(slot_names(tilenorm::backward(square)) == std::vector<std::string>{"x", "dy", "dx"});
+  // s = x + z carries y = s * s's gradient to both: one row s read back in place of two.
+  const auto sum_squared = dsl::make_program("sum_squared", [](auto& p) {
+    auto x = p.input("x");
+    auto z = p.input("z");
+    auto s = x + z;
+    p.output("s", s);
+    p.output("y", s * s);
+  });
+  const auto problem = make_problem(sum_squared, Domain::mixed, 7);
+  gradient_check::check(problem, kBothModes, gradient_check::all_elements(problem));
+  CHECK(slot_names(tilenorm::backward(sum_squared)) ==
+        std::vector<std::string>{"ds", "dy", "s", "dx", "dz"});
 }
 
 TEST_CASE("autodiff: a row input used only through a reduction gets a broadcast gradient") {

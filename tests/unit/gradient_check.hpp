@@ -64,7 +64,7 @@ inline Loss loss(const Problem& problem, const tilenorm::InterpreterInputs& inpu
 }
 
 // The backward program's inputs, found by name: the forward's reads, the incoming gradients
-// d<output>, and (saved mode) the forward's saved statistics.
+// d<output>, and (saved mode) the forward's saved statistics and the row outputs it reads back.
 inline tilenorm::InterpreterInputs backward_inputs(const Problem& problem,
                                                    const ir::Program& backward) {
   const auto forward_out = tilenorm::interpret(problem.forward, problem.inputs);
@@ -80,8 +80,7 @@ inline tilenorm::InterpreterInputs backward_inputs(const Problem& problem,
       if (source.role == ir::Role::read) {
         inputs.slots.back() = problem.inputs.slots[*f];
       } else {
-        REQUIRE(source.shape == ir::Shape::row_scalar);  // a saved statistic
-        inputs.slots.back() = forward_out.slots[*f];
+        inputs.slots.back() = forward_out.slots[*f];  // a saved statistic or row output
       }
       continue;
     }
@@ -245,6 +244,22 @@ inline int check(const Problem& problem, const std::vector<tilenorm::StatisticsM
 inline bool saves_statistics(const ir::Program& forward) {
   return std::any_of(forward.slots.begin(), forward.slots.end(), [](const ir::Slot& s) {
     return s.role == ir::Role::written && s.shape == ir::Shape::row_scalar;
+  });
+}
+
+// Whether the saved-mode backward reads one of the forward's row outputs back (so that saved
+// mode differs from recompute). False where every gradient is identically zero.
+inline bool reads_row_output_back(const ir::Program& forward) {
+  std::optional<ir::Program> backward;
+  try {
+    backward = tilenorm::backward(forward, {tilenorm::StatisticsMode::saved});
+  } catch (const tilenorm::ProgramError&) {
+    return false;
+  }
+  return std::any_of(backward->slots.begin(), backward->slots.end(), [&](const ir::Slot& s) {
+    const auto source = forward.find_slot(s.name);
+    return s.role == ir::Role::read && s.shape == ir::Shape::tile && source &&
+           forward.slots[*source].role == ir::Role::written;
   });
 }
 

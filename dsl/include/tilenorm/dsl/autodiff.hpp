@@ -8,7 +8,10 @@
 // are side outputs.
 //
 // Two modes:
-//   saved      the forward's saved statistics (save(...)) are read back instead of recomputed;
+//   saved      the forward's saved statistics (save(...)) are read back instead of recomputed
+//              (not a saved maximum or minimum, which the gradient's routing compares the row
+//              with), and so is a row output wherever that reads fewer rows (h = x + residual
+//              read back in place of x and residual);
 //   recompute  they are recomputed from the inputs inside the backward kernel (activation
 //              checkpointing: nothing saved, no extra bytes read).
 // Read slots the backward does not need (eps, once rstd is read back) are dropped.
