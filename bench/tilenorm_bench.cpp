@@ -130,31 +130,33 @@ struct Options {
   std::int64_t stride_for(const Shape& shape) const { return row_stride ? row_stride : shape.n; }
 };
 
-// Whether a forward program writes statistics for its backward to read back.
-bool saves_statistics(const tn::ir::Program& forward) {
-  return std::any_of(forward.slots.begin(), forward.slots.end(), [](const auto& slot) {
-    return slot.shape == tn::ir::Shape::row_scalar && slot.role != tn::ir::Role::read;
-  });
+// The slot names of a program, in order.
+std::vector<std::string> slot_names(const tn::ir::Program& program) {
+  std::vector<std::string> names;
+  for (const auto& slot : program.slots) names.push_back(slot.name);
+  return names;
 }
 
 // The programs timed beside the built-in kernels (from examples/), as the pass runs them: the
 // forward, or the backward tilenorm::backward derives from it. Nothing for a built-in kernel's
-// name. Throws UsageError for a pass the program has no kernel for.
+// name. Throws UsageError for a pass the program has no kernel for, and for a recompute that
+// would time the saved backward again (a program that saves nothing its backward reads back).
 std::optional<tn::ir::Program> bench_program(const std::string& op, const std::string& pass) {
   std::optional<tn::ir::Program> forward;
   if (op == "four_reductions") forward = four_reductions();
   if (op == "residual_rms_norm") forward = residual_rms_norm();
   if (!forward || pass == "forward") return forward;
-  const bool recompute = pass == "recompute";
-  if (recompute && !saves_statistics(*forward)) {
-    throw tn::UsageError("--ops '" + op +
-                         "' saves no statistics, so its backward recomputes them already: "
-                         "give --pass backward, not recompute");
-  }
   try {
-    return tn::backward(
-        *forward, {.mode = recompute ? tn::StatisticsMode::recompute : tn::StatisticsMode::saved});
-  } catch (const tn::Error& e) {
+    tn::ir::Program saved = tn::backward(*forward, {.mode = tn::StatisticsMode::saved});
+    if (pass == "backward") return saved;
+    tn::ir::Program recompute = tn::backward(*forward, {.mode = tn::StatisticsMode::recompute});
+    if (slot_names(recompute) == slot_names(saved)) {
+      throw tn::UsageError("--ops '" + op +
+                           "' saves nothing its backward reads back, so its backward recomputes "
+                           "already: give --pass backward, not recompute");
+    }
+    return recompute;
+  } catch (const tn::ProgramError& e) {
     throw tn::UsageError("--ops '" + op + "' has no " + pass + " kernel: " + e.what());
   }
 }
@@ -205,15 +207,16 @@ Options parse_options(const std::vector<std::string>& args) {
       "S");
   cli::add_value(app, "--dtype", dtype,
                  "storage type of rows and parameters: bf16 (default), fp16, fp32", "T");
-  auto* ops_option =
-      cli::add_value(app, "--ops", ops,
-                     "built-in kernels to time (default layer_norm,rms_norm: the weight + bias "
-                     "LayerNorm and the weight RMSNorm), and two example programs, their "
-                     "backward derived: four_reductions (mean, mean of squares, max and min of "
-                     "x in one reduction phase) and residual_rms_norm (h = x + residual written "
-                     "out, y = RMSNorm(h) * weight; its backward reads dy and dh). Neither saves "
-                     "statistics: their backward is the recompute",
-                     "LIST");
+  auto* ops_option = cli::add_value(
+      app, "--ops", ops,
+      "built-in kernels to time (default layer_norm,rms_norm: the weight + bias "
+      "LayerNorm and the weight RMSNorm), and two example programs, their "
+      "backward derived: four_reductions (mean, mean of squares, max and min of "
+      "x in one reduction phase; it saves nothing, so its backward is its recompute) "
+      "and residual_rms_norm (h = x + residual written out, y = RMSNorm(h) * "
+      "weight; its backward reads h, dh and dy, its recompute x and residual in "
+      "place of h)",
+      "LIST");
   auto* pass_option = cli::add_value(
       app, "--pass", passes,
       "forward (x read, y written; no statistics saved), backward (the derived backward "

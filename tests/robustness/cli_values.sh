@@ -6,10 +6,11 @@ source "$(dirname "$0")/lib.sh" "$1"
 tools="$2"
 bench="$3"
 # tilenorm-bench checks its arguments before it looks for a GPU. The example programs it times
-# get their backward derived; one that saves no statistics has no recompute of its own.
-run 2 "$bench" --ops residual_rms_norm --pass forward,recompute
+# get their backward derived; one that saves nothing its backward reads back has no recompute of
+# its own.
+run 2 "$bench" --ops four_reductions --pass forward,recompute
 [ ! -s "$work/out" ] || fail "tilenorm-bench --pass recompute printed to stdout"
-expect_in "$work/err" "tilenorm-bench: error: --ops 'residual_rms_norm' saves no statistics, so its backward recomputes them already"
+expect_in "$work/err" "tilenorm-bench: error: --ops 'four_reductions' saves nothing its backward reads back, so its backward recomputes already"
 run 2 "$bench" --ops softmax
 expect_in "$work/err" "unknown kernel 'softmax'"
 expect_in "$work/err" "example programs: four_reductions, residual_rms_norm"
