@@ -257,23 +257,46 @@ struct Runtime::Impl {
   // runtime still works, compiling in every process.
   std::optional<DiskCache> disk = open_disk_cache();
   TuningDatabaseStack tuning;
-  std::mutex mutex;                                   // guards modules and builtins
+  std::mutex mutex;                                   // guards modules, compiled and builtins
   std::unordered_map<std::string, CUmodule> modules;  // by compile cache key, in `context`
+  // NVRTC's results for this device, by compile cache key: what load() loads, and what
+  // resolve() reads a heuristic configuration's spills from.
+  std::unordered_map<std::string, CompiledKernel> compiled;
   std::map<std::string, Norm, std::less<>> builtins;  // load_named, by name
   std::atomic<std::uint64_t> kernels_loaded{0};
   std::atomic<std::uint64_t> nvrtc_compiles{0};
 
-  CUfunction load(const GeneratedKernel& generated, CUfunction* finish) {
+  // Compiles `generated` for this device once (`mutex` held).
+  const CompiledKernel& compile_locked(const GeneratedKernel& generated, const std::string& key) {
+    auto it = compiled.find(key);
+    if (it != compiled.end()) return it->second;
     const CompileRequest request{generated.source, generated.name, arch, {}};
-    const std::string key = cache_key(request, nvrtc_version());
+    CompiledKernel result =
+        compile_for_occupancy(request, generated.threads_per_block, generated.dynamic_shared_bytes,
+                              info.shared_memory_per_multiprocessor, occupancy_cta_limit(generated),
+                              occupancy_register_ceiling(generated), disk ? &*disk : nullptr);
+    if (!result.from_disk_cache) ++nvrtc_compiles;
+    return compiled.emplace(key, std::move(result)).first->second;
+  }
+
+  std::string compile_key(const GeneratedKernel& generated) const {
+    return cache_key({generated.source, generated.name, arch, {}}, nvrtc_version());
+  }
+
+  // The bytes the main kernel of `generated` spills (stores and loads), as NVRTC reports them.
+  int spill_bytes(const GeneratedKernel& generated) {
+    const std::string key = compile_key(generated);
+    std::lock_guard lock(mutex);
+    const CompiledKernel& kernel = compile_locked(generated, key);
+    return kernel.spill_store_bytes + kernel.spill_load_bytes;
+  }
+
+  CUfunction load(const GeneratedKernel& generated, CUfunction* finish) {
+    const std::string key = compile_key(generated);
     std::lock_guard lock(mutex);
     auto it = modules.find(key);
     if (it == modules.end()) {
-      const CompiledKernel compiled = compile_for_occupancy(
-          request, generated.threads_per_block, generated.dynamic_shared_bytes,
-          info.shared_memory_per_multiprocessor, occupancy_cta_limit(generated),
-          occupancy_register_ceiling(generated), disk ? &*disk : nullptr);
-      if (!compiled.from_disk_cache) ++nvrtc_compiles;
+      const CompiledKernel& compiled = compile_locked(generated, key);
       if (auto problem = shared_memory_problem(
               static_cast<std::size_t>(std::max(compiled.shared_memory_bytes, 0)),
               generated.dynamic_shared_bytes, limits.shared_memory_per_block)) {
@@ -598,10 +621,47 @@ struct Norm::State {
         }
       }
     }
-    const KernelConfig config =
+    const KernelConfig config = without_heavy_spills(
         heuristic_config(lowered, shape.io_dtype, shape.param_dtype, shape.cols, rt.limits,
-                         shape.peel_vec, shape.peel_vec > shape.max_vec, shape.rows);
+                         shape.peel_vec, shape.peel_vec > shape.max_vec, shape.rows),
+        shape);
     return {config, ConfigSource::heuristic, shape.peel_rows(config)};
+  }
+
+  // The heuristic was calibrated on the built-in norms, whose configurations spill at most 132
+  // bytes (NVRTC 13.0, sm_90, every built-in and pass at 28 N, three dtypes, aligned and
+  // peeled), but for the recompute of LayerNorm without weight or bias at N = 40000 (564-800
+  // bytes at 128 registers). A program that keeps more values live can spill far more: the
+  // backward of the four_reductions example took 2704 bytes at bf16 N = 4096 on 64 threads and
+  // ran at 17.6% of the copy (H100). Such a configuration gets twice the threads per row (half
+  // the values per thread) until NVRTC reports at most kToleratedSpillBytes, else the one of
+  // them that spills least.
+  static constexpr int kToleratedSpillBytes = 256;
+
+  KernelConfig without_heavy_spills(KernelConfig config, const LaunchShape& shape) const {
+    int spilled = spill_bytes(config, shape);
+    KernelConfig least = config;
+    int least_spilled = spilled;
+    while (spilled > kToleratedSpillBytes) {
+      config.threads_per_row *= 2;
+      config.rows_per_cta = std::max(1, config.rows_per_cta / 2);
+      const KernelSpec spec = fit_shared_memory(lowered, shape.spec(config), runtime->limits);
+      if (config_problem(lowered, spec) || device_problem(spec)) break;
+      spilled = spill_bytes(spec.config, shape);
+      if (spilled < least_spilled) {
+        least = spec.config;
+        least_spilled = spilled;
+      }
+    }
+    return least;
+  }
+
+  // What the main kernel of `config` spills on this device, compiled as kernel_for() would
+  // build it (the compile is kept for the load).
+  int spill_bytes(const KernelConfig& config, const LaunchShape& shape) const {
+    KernelSpec spec = fit_shared_memory(lowered, shape.spec(config), runtime->limits);
+    spec.early_columns = fetches_columns_early(spec, shape);
+    return runtime->spill_bytes(generate_cuda(lowered, spec));
   }
 
   void report_once(const std::string& message) const {

@@ -12,6 +12,7 @@
 #include <system_error>
 #include <vector>
 
+#include "four_reductions.hpp"
 #include "tilenorm/autotune/tuner.hpp"
 #include "tilenorm/autotune/tuning_db_writer.hpp"
 #include "tilenorm/dsl/reflect.hpp"
@@ -425,6 +426,42 @@ TEST_CASE("launch_grid reports column parameters fetched early where the rule ta
   CHECK(resolved.config.row_storage == static_cast<int>(tilenorm::RowStorage::global));
   CHECK(resolved.config.threads_per_row == 256);
   CHECK_FALSE(rms.launch_grid(many).early_columns);
+}
+
+TEST_CASE("a heuristic configuration that spills heavily runs on more threads per row") {
+  // The four_reductions example's backward keeps nine reductions' values live: the heuristic's
+  // 64 threads per row at bf16 N = 4096 spill kilobytes (2704 bytes, NVRTC 13.0, sm_90).
+  constexpr std::int64_t rows = 16384, cols = 4096;
+  const tilenorm::Norm norm = runtime().load(tilenorm::backward(four_reductions()));
+  const tilenorm::LoweredProgram& lowered = norm.lowered();
+  const tilenorm::DeviceLimits limits = tilenorm::device_limits(tilenorm::driver::device_info(0));
+  const tilenorm::KernelConfig heuristic =
+      tilenorm::heuristic_config(lowered, DType::bf16, DType::bf16, cols, limits, 8, false, rows);
+  const auto spilled = [&](const tilenorm::KernelConfig& config) {
+    return tilenorm::build_kernel(lowered, {DType::bf16, DType::bf16, cols, config},
+                                  runtime().arch())
+        .spill_bytes;
+  };
+  const int heuristic_spill = spilled(heuristic);
+  if (heuristic_spill <= 256) {
+    MESSAGE("skipped: this NVRTC spills " << heuristic_spill << " bytes of the heuristic's "
+                                          << heuristic.describe() << ", within what is tolerated");
+    return;
+  }
+  tilenorm::CheckOptions check;
+  check.rows = rows;
+  check.cols = cols;
+  check.reference_rows = 64;
+  const tilenorm::CheckReport report = tilenorm::check_against_interpreter(norm, check);
+  CHECK_MESSAGE(report.ok(), report.describe());
+  CAPTURE(heuristic.describe());
+  CAPTURE(report.used.config.describe());
+  CHECK(report.used.source == tilenorm::ConfigSource::heuristic);
+  CHECK(report.used.config.threads_per_row > heuristic.threads_per_row);
+  CHECK(spilled(report.used.config) < heuristic_spill);
+  MESSAGE("heuristic " << heuristic.describe() << " spills " << heuristic_spill
+                       << " bytes; the runtime ran " << report.used.config.describe()
+                       << ", which spills " << spilled(report.used.config));
 }
 
 TEST_CASE("the heuristic sees this GPU's limits as the table of known GPUs has them") {
