@@ -1309,4 +1309,30 @@ KernelConfig heuristic_config(const LoweredProgram& program, DType io_dtype, DTy
   return rows.fit_to_launch(first_rule());
 }
 
+KernelConfig without_heavy_spills(
+    const KernelConfig& heuristic,
+    const std::function<std::optional<int>(const KernelConfig&)>& spill_bytes) {
+  KernelConfig least = heuristic;
+  std::optional<int> least_spilled = spill_bytes(heuristic);
+  if (!least_spilled) return heuristic;
+  for (const int storage : {heuristic.row_storage, static_cast<int>(RowStorage::global)}) {
+    KernelConfig config = heuristic;
+    config.row_storage = storage;
+    for (bool compiled = storage == heuristic.row_storage; *least_spilled > kToleratedSpillBytes;
+         compiled = false) {
+      if (!compiled) {
+        const std::optional<int> spilled = spill_bytes(config);
+        if (!spilled) break;
+        if (*spilled < *least_spilled) {
+          least = config;
+          least_spilled = spilled;
+        }
+      }
+      config.threads_per_row *= 2;
+      config.rows_per_cta = std::max(1, config.rows_per_cta / 2);
+    }
+  }
+  return least;
+}
+
 }  // namespace tilenorm

@@ -628,39 +628,15 @@ struct Norm::State {
     return {config, ConfigSource::heuristic, shape.peel_rows(config)};
   }
 
-  // The heuristic was calibrated on the built-in norms, whose configurations spill at most 132
-  // bytes (NVRTC 13.0, sm_90, every built-in and pass at 28 N, three dtypes, aligned and
-  // peeled), but for the recompute of LayerNorm without weight or bias at N = 40000 (564-800
-  // bytes at 128 registers). A program that keeps more values live can spill far more: the
-  // backward of the four_reductions example took 2704 bytes at bf16 N = 4096 on 64 threads and
-  // ran at 17.6% of the copy (H100). Such a configuration gets twice the threads per row (half
-  // the values per thread), again while NVRTC reports more than kToleratedSpillBytes; then, if
-  // that is not enough, rows re-read from global memory (L2, no row held in registers) on the
-  // heuristic's threads and more. The first within the tolerance runs, else the one that
-  // spills least.
-  static constexpr int kToleratedSpillBytes = 256;
-
+  // The configuration the runtime runs for the heuristic's (heuristics.hpp): one whose
+  // compile spills little.
   KernelConfig without_heavy_spills(const KernelConfig& heuristic, const LaunchShape& shape) const {
-    KernelConfig least = heuristic;
-    int least_spilled = spill_bytes(heuristic, shape);
-    for (const int storage : {heuristic.row_storage, static_cast<int>(RowStorage::global)}) {
-      KernelConfig config = heuristic;
-      config.row_storage = storage;
-      for (bool compiled = storage == heuristic.row_storage; least_spilled > kToleratedSpillBytes;
-           compiled = false) {
-        if (!compiled) {
+    return tilenorm::without_heavy_spills(
+        heuristic, [&](const KernelConfig& config) -> std::optional<int> {
           const KernelSpec spec = fit_shared_memory(lowered, shape.spec(config), runtime->limits);
-          if (config_problem(lowered, spec) || device_problem(spec)) break;
-          if (const int spilled = spill_bytes(spec.config, shape); spilled < least_spilled) {
-            least = spec.config;
-            least_spilled = spilled;
-          }
-        }
-        config.threads_per_row *= 2;
-        config.rows_per_cta = std::max(1, config.rows_per_cta / 2);
-      }
-    }
-    return least;
+          if (config_problem(lowered, spec) || device_problem(spec)) return std::nullopt;
+          return spill_bytes(spec.config, shape);
+        });
   }
 
   // What the main kernel of `config` spills on this device, compiled as kernel_for() would

@@ -6,16 +6,21 @@
 
 #include <algorithm>
 #include <boost/hana.hpp>
+#include <optional>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <variant>
 #include <vector>
 
+#include "four_reductions.hpp"
 #include "tilenorm/autotune/cli.hpp"
 #include "tilenorm/autotune/cli_options.hpp"
 #include "tilenorm/autotune/tuner.hpp"
 #include "tilenorm/dsl/autodiff.hpp"
 #include "tilenorm/kernels/programs.hpp"
 #include "tilenorm/runtime/heuristics.hpp"
+#include "tilenorm/runtime/nvrtc.hpp"
 #include "tilenorm/runtime/tuning_db.hpp"
 
 namespace {
@@ -861,4 +866,93 @@ TEST_CASE("tuner: each way a candidate is dropped has its own name") {
                                                "check failed", "launch failed"});
   CHECK_THROWS_WITH(tilenorm::drop_kind_name(static_cast<DropKind>(99)),
                     "drop_kind_name: unknown kind 99");
+}
+
+namespace {
+
+KernelConfig prefetched(int threads_per_row, int rows_per_cta) {
+  KernelConfig config{};
+  config.threads_per_row = threads_per_row;
+  config.rows_per_cta = rows_per_cta;
+  config.vec = 8;
+  config.row_storage = static_cast<int>(RowStorage::prefetched);
+  config.ctas_per_row = 1;
+  return config;
+}
+
+}  // namespace
+
+TEST_CASE("heuristic: a configuration that spills heavily gets more threads, then re-read rows") {
+  using tilenorm::without_heavy_spills;
+  const int prefetch = static_cast<int>(RowStorage::prefetched);
+  const int global = static_cast<int>(RowStorage::global);
+  std::vector<std::string> asked;
+  // Spills by storage and threads per row; a missing entry cannot run.
+  auto spills_from = [&](std::vector<std::tuple<int, int, int>> table) {
+    return [&asked, table](const KernelConfig& c) -> std::optional<int> {
+      asked.push_back(c.describe());
+      for (const auto& [storage, threads, bytes] : table)
+        if (c.row_storage == storage && c.threads_per_row == threads) return bytes;
+      return std::nullopt;
+    };
+  };
+  SUBCASE("within the tolerance: the heuristic's, compiled once") {
+    const KernelConfig heuristic = prefetched(64, 2);
+    CHECK(without_heavy_spills(heuristic, spills_from({{prefetch, 64, 256}})) == heuristic);
+    CHECK(asked.size() == 1);
+  }
+  SUBCASE("twice the threads, at the same CTA size") {
+    const KernelConfig chosen = without_heavy_spills(
+        prefetched(64, 2), spills_from({{prefetch, 64, 2704}, {prefetch, 128, 0}}));
+    CHECK(chosen == prefetched(128, 1));
+  }
+  SUBCASE("more threads not enough: rows re-read on the heuristic's threads") {
+    KernelConfig rereading = prefetched(256, 1);
+    rereading.row_storage = global;
+    const KernelConfig chosen = without_heavy_spills(
+        prefetched(256, 1),
+        spills_from({{prefetch, 256, 2980}, {prefetch, 512, 1292}, {global, 256, 0}}));
+    CHECK(chosen == rereading);
+  }
+  SUBCASE("nothing within the tolerance: the one that spills least") {
+    const KernelConfig chosen = without_heavy_spills(
+        prefetched(256, 1),
+        spills_from({{prefetch, 256, 2980}, {prefetch, 512, 1292}, {global, 256, 2000}}));
+    CHECK(chosen == prefetched(512, 1));
+  }
+  SUBCASE("a heuristic configuration that cannot compile is left to fail where it runs") {
+    const KernelConfig heuristic = prefetched(64, 2);
+    CHECK(without_heavy_spills(heuristic, spills_from({})) == heuristic);
+    CHECK(asked.size() == 1);
+  }
+}
+
+TEST_CASE("heuristic: the four_reductions backward compiles within the spill tolerance") {
+  // NVRTC's own spill counts, no GPU: the heuristic's configurations for this backward spill
+  // kilobytes at bf16 N = 4096 and 16384 (NVRTC 13.0: 2704 and 2980 bytes).
+  const tilenorm::LoweredProgram lowered = tilenorm::lower(tilenorm::backward(four_reductions()));
+  const tilenorm::DeviceLimits limits = tilenorm::DeviceLimits::hopper();
+  for (const auto& [rows, n] :
+       {std::pair<std::int64_t, std::int64_t>{16384, 4096}, {4096, 16384}}) {
+    CAPTURE(n);
+    auto spills = [&](const KernelConfig& config) -> std::optional<int> {
+      const tilenorm::KernelSpec spec =
+          tilenorm::fit_shared_memory(lowered, {DType::bf16, DType::bf16, n, config}, limits);
+      if (tilenorm::config_problem(lowered, spec)) return std::nullopt;
+      return tilenorm::build_kernel(lowered, spec, "sm_90").spill_bytes;
+    };
+    const KernelConfig heuristic =
+        tilenorm::heuristic_config(lowered, DType::bf16, DType::bf16, n, limits, 8, false, rows);
+    const int heuristic_spill = spills(heuristic).value();
+    if (heuristic_spill <= tilenorm::kToleratedSpillBytes) {
+      MESSAGE("this NVRTC spills " << heuristic_spill << " bytes of " << heuristic.describe()
+                                   << ": the rule has nothing to do at N = " << n);
+      continue;
+    }
+    const KernelConfig chosen = tilenorm::without_heavy_spills(heuristic, spills);
+    CAPTURE(chosen.describe());
+    CHECK(spills(chosen).value() <= tilenorm::kToleratedSpillBytes);
+    MESSAGE("N = " << n << ": " << heuristic.describe() << " spills " << heuristic_spill
+                   << " bytes; " << chosen.describe() << " spills " << spills(chosen).value());
+  }
 }

@@ -3,6 +3,8 @@
 // the tuned speed for common ones.
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -172,5 +174,23 @@ bool peels_rows(const LoweredProgram& program, std::int64_t n, int vec);
 KernelConfig heuristic_config(const LoweredProgram& program, DType io_dtype, DType param_dtype,
                               std::int64_t n, const DeviceLimits& limits, int max_vec = 0,
                               bool peel_rows = false, std::int64_t rows = 0);
+
+// The heuristic was calibrated on the built-in norms, whose configurations spill at most 132
+// bytes (NVRTC 13.0, sm_90, every built-in and pass at 28 N, three dtypes, aligned and
+// peeled), but for the recompute of LayerNorm without weight or bias at N = 40000 (564-800
+// bytes at 128 registers). A program that keeps more values live can spill far more: the
+// backward of the four_reductions example took 2704 bytes at bf16 N = 4096 on 64 threads and
+// ran at 17.6% of the copy (H100).
+inline constexpr int kToleratedSpillBytes = 256;
+
+// What the runtime runs in place of a heuristic configuration that spills more than
+// kToleratedSpillBytes: twice the threads per row (half the values per thread), again while
+// that spills too much; then, if that was not enough, rows re-read from global memory (L2, no
+// row held in registers) on the heuristic's threads and more. The first within the tolerance,
+// else the one that spills least. `spill_bytes` compiles a configuration and returns what it
+// spills, or nothing for one that cannot run (the search in that direction stops there).
+KernelConfig without_heavy_spills(
+    const KernelConfig& heuristic,
+    const std::function<std::optional<int>(const KernelConfig&)>& spill_bytes);
 
 }  // namespace tilenorm
