@@ -15,6 +15,7 @@
 #include "tilenorm/runtime/check.hpp"
 #include "tilenorm/runtime/driver.hpp"
 #include "tilenorm/runtime/heuristics.hpp"
+#include "tilenorm/runtime/nvrtc.hpp"
 #include "tilenorm/runtime/runtime.hpp"
 #include "tilenorm/runtime/stats.hpp"
 #include "tilenorm/runtime/timing.hpp"
@@ -280,6 +281,29 @@ std::vector<std::optional<Problem>> compile_all(
     work();
   }
   return problems;
+}
+
+// What the runtime launches for `rows` rows with no tuning entry (Runtime's resolve): the
+// heuristic's configuration, or where NVRTC says that spills heavily, the one
+// without_heavy_spills() takes in its place.
+KernelConfig launched_heuristic(const LoweredProgram& program, const TuneShape& shape,
+                                const DeviceLimits& limits, const driver::DeviceInfo& device,
+                                std::int64_t rows) {
+  const KernelConfig heuristic =
+      contiguous_rows_heuristic(program, shape.io_dtype, shape.param_dtype, shape.n, limits, rows);
+  return without_heavy_spills(heuristic, [&](const KernelConfig& config) -> std::optional<int> {
+    KernelSpec spec{shape.io_dtype, shape.param_dtype, shape.n, config};
+    spec.peel_rows = shape.n % config.vec != 0;
+    spec = fit_shared_memory(program, spec, limits);
+    if (config_problem(program, spec)) return std::nullopt;
+    spec.early_columns = fetches_columns_early(program, spec, rows, device);
+    try {
+      return build_kernel(program, spec, target_arch(device.compute_capability(), device.label()))
+          .spill_bytes;
+    } catch (const Error&) {
+      return std::nullopt;
+    }
+  });
 }
 
 std::optional<Problem> check_problem(const Norm& norm, const TuneShape& shape,
@@ -591,8 +615,8 @@ TuneReport tune(const std::vector<TuneShape>& shapes, const TuneOptions& options
         {},
         {}};
     for (std::int64_t m : shape.row_counts) {
-      const KernelConfig heuristic = contiguous_rows_heuristic(
-          lowered, shape.io_dtype, shape.param_dtype, shape.n, session.limits, m);
+      const KernelConfig heuristic =
+          launched_heuristic(lowered, shape, session.limits, session.info, m);
       plan.heuristics.push_back(heuristic);
       if (!plan.space.contains(heuristic) &&
           std::find(plan.extra_heuristics.begin(), plan.extra_heuristics.end(), heuristic) ==
