@@ -267,7 +267,7 @@ struct Runtime::Impl {
   std::atomic<std::uint64_t> nvrtc_compiles{0};
 
   // Compiles `generated` for this device once (`mutex` held).
-  const CompiledKernel& compile_locked(const GeneratedKernel& generated, const std::string& key) {
+  CompiledKernel& compile_locked(const GeneratedKernel& generated, const std::string& key) {
     auto it = compiled.find(key);
     if (it != compiled.end()) return it->second;
     const CompileRequest request{generated.source, generated.name, arch, {}};
@@ -296,16 +296,16 @@ struct Runtime::Impl {
     std::lock_guard lock(mutex);
     auto it = modules.find(key);
     if (it == modules.end()) {
-      const CompiledKernel& compiled = compile_locked(generated, key);
+      CompiledKernel& kernel = compile_locked(generated, key);
       if (auto problem = shared_memory_problem(
-              static_cast<std::size_t>(std::max(compiled.shared_memory_bytes, 0)),
+              static_cast<std::size_t>(std::max(kernel.shared_memory_bytes, 0)),
               generated.dynamic_shared_bytes, limits.shared_memory_per_block)) {
         throw Error("cannot load kernel " + generated.name + " (" + arch + "): " + *problem);
       }
       driver::ScopedContext scope(context);
       CUmodule module = nullptr;
       try {
-        driver::check(driver::api().cuModuleLoadData(&module, compiled.cubin.data()),
+        driver::check(driver::api().cuModuleLoadData(&module, kernel.cubin.data()),
                       "cuModuleLoadData for kernel " + generated.name + " (" + arch + ")");
       } catch (const driver::CudaError& e) {
         const std::string note = older_driver_note(driver::driver_version(), nvrtc_version());
@@ -314,6 +314,8 @@ struct Runtime::Impl {
       }
       it = modules.emplace(key, module).first;
       ++kernels_loaded;
+      // Loaded, the module is what stays: only the spill counts are read again.
+      std::vector<char>().swap(kernel.cubin);
     }
     CUfunction function = nullptr;
     driver::check(driver::api().cuModuleGetFunction(&function, it->second, generated.name.c_str()),
