@@ -637,7 +637,11 @@ struct Norm::State {
         heuristic, [&](const KernelConfig& config) -> std::optional<int> {
           const KernelSpec spec = fit_shared_memory(lowered, shape.spec(config), runtime->limits);
           if (config_problem(lowered, spec) || device_problem(spec)) return std::nullopt;
-          return spill_bytes(spec.config, shape);
+          try {
+            return spill_bytes(spec.config, shape);
+          } catch (const Error&) {  // NVRTC refused it: no candidate (the heuristic's own
+            return std::nullopt;    // compile fails again, with its message, at the load)
+          }
         });
   }
 
