@@ -162,9 +162,17 @@ ir::Program backward(const ir::Program& forward_in, const BackwardOptions& optio
     if (s.role == Role::written && s.shape == Shape::tile)
       incoming[i] = push({gradient_name(s.name), Role::read, Shape::tile, s.dtype, 0, false});
   }
+  // Not a saved maximum or minimum: the backward compares the row with it to route the
+  // gradient, and one rounded differently by the forward's kernel (x / 1.25 there, x * 0.8
+  // here) would match no element; recomputed, it is the maximum of the very values it is
+  // compared with.
+  auto compared_extreme = [&](const ir::Slot& s) {
+    const Op op = fg.node(s.value).op;
+    return op == Op::reduce_max || op == Op::reduce_min;
+  };
   for (std::size_t i = 0; saved && i < fwd.slots.size(); ++i) {
     const ir::Slot& s = fwd.slots[i];
-    if (s.role == Role::written && s.shape == Shape::row_scalar)
+    if (s.role == Role::written && s.shape == Shape::row_scalar && !compared_extreme(s))
       saved_stat[i] = push({s.name, Role::read, Shape::row_scalar, DType::f32, 0, false});
   }
   // A row output the forward wrote (h = x + residual) can stand in for what computes it: one
@@ -233,22 +241,13 @@ ir::Program backward(const ir::Program& forward_in, const BackwardOptions& optio
 
   // Factor the reductions while the statistics are still expressions (so that a centered sum
   // is seen to vanish), then read the saved statistics (and, with read_rows, the row outputs)
-  // back in their place. Not a saved maximum or minimum: the backward compares the row with it
-  // to route the gradient, and one rounded differently by the forward's kernel (x / 1.25 there,
-  // x * 0.8 here) would match no element; recomputed, it is the maximum of the very values it
-  // is compared with.
-  auto compared_extreme = [&](std::size_t i) {
-    const Op op = fg.node(fwd.slots[i].value).op;
-    return op == Op::reduce_max || op == Op::reduce_min;
-  };
+  // back in their place.
   const std::size_t real_slots = bwd.slots.size();
   auto derive = [&](bool read_rows) {
     ir::Program marked = bwd;
     std::vector<std::int32_t> read_back;
     for (std::size_t i = 0; i < fwd.slots.size(); ++i) {
-      const std::int32_t slot = saved_stat[i] >= 0 ? (compared_extreme(i) ? -1 : saved_stat[i])
-                                : read_rows        ? saved_row[i]
-                                                   : -1;
+      const std::int32_t slot = saved_stat[i] >= 0 ? saved_stat[i] : read_rows ? saved_row[i] : -1;
       if (slot < 0) continue;
       marked.slots.push_back({"tn_saved_" + std::to_string(i), Role::written, bwd.slots[slot].shape,
                               bwd.slots[slot].dtype, value[fwd.slots[i].value], false});
@@ -279,10 +278,7 @@ ir::Program backward(const ir::Program& forward_in, const BackwardOptions& optio
     ir::Program reading_rows = derive(true);
     if (rows_read(reading_rows) < rows_read(derived)) derived = std::move(reading_rows);
   }
-  const bool reads_rows =
-      std::any_of(derived.slots.begin(), derived.slots.end(),
-                  [](const ir::Slot& s) { return s.role == Role::read && s.shape == Shape::tile; });
-  if (!reads_rows) {
+  if (rows_read(derived) == 0) {
     throw ProgramError("program '" + fwd.name +
                        "': every gradient is identically zero (no Grad::yes slot is on a path "
                        "from an output that carries a gradient), so there is nothing to compute");

@@ -7,6 +7,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "tilenorm/dsl/error.hpp"
 #include "tilenorm/dsl/ops.hpp"
@@ -1312,24 +1313,29 @@ KernelConfig heuristic_config(const LoweredProgram& program, DType io_dtype, DTy
 KernelConfig without_heavy_spills(
     const KernelConfig& heuristic,
     const std::function<std::optional<int>(const KernelConfig&)>& spill_bytes) {
-  KernelConfig least = heuristic;
   std::optional<int> least_spilled = spill_bytes(heuristic);
   if (!least_spilled) return heuristic;
-  for (const int storage : {heuristic.row_storage, static_cast<int>(RowStorage::global)}) {
-    KernelConfig config = heuristic;
-    config.row_storage = storage;
-    for (bool compiled = storage == heuristic.row_storage; *least_spilled > kToleratedSpillBytes;
-         compiled = false) {
-      if (!compiled) {
-        const std::optional<int> spilled = spill_bytes(config);
-        if (!spilled) break;
-        if (*spilled < *least_spilled) {
-          least = config;
-          least_spilled = spilled;
-        }
+  auto widened = [](KernelConfig config) {
+    config.threads_per_row *= 2;
+    config.rows_per_cta = std::max(1, config.rows_per_cta / 2);
+    return config;
+  };
+  // The heuristic's storage on more threads, then rows re-read on the heuristic's threads.
+  std::vector<KernelConfig> starts = {widened(heuristic)};
+  if (heuristic.row_storage != static_cast<int>(RowStorage::global)) {
+    starts.push_back(heuristic);
+    starts.back().row_storage = static_cast<int>(RowStorage::global);
+  }
+  KernelConfig least = heuristic;
+  for (KernelConfig config : starts) {
+    while (*least_spilled > kToleratedSpillBytes) {
+      const std::optional<int> spilled = spill_bytes(config);
+      if (!spilled) break;
+      if (*spilled < *least_spilled) {
+        least = config;
+        least_spilled = spilled;
       }
-      config.threads_per_row *= 2;
-      config.rows_per_cta = std::max(1, config.rows_per_cta / 2);
+      config = widened(config);
     }
   }
   return least;

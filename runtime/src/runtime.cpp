@@ -635,22 +635,16 @@ struct Norm::State {
   KernelConfig without_heavy_spills(const KernelConfig& heuristic, const LaunchShape& shape) const {
     return tilenorm::without_heavy_spills(
         heuristic, [&](const KernelConfig& config) -> std::optional<int> {
-          const KernelSpec spec = fit_shared_memory(lowered, shape.spec(config), runtime->limits);
+          // Compiled as kernel_for() will build it, so that the load finds the compile.
+          KernelSpec spec = fit_shared_memory(lowered, shape.spec(config), runtime->limits);
           if (config_problem(lowered, spec) || device_problem(spec)) return std::nullopt;
+          spec.early_columns = fetches_columns_early(spec, shape);
           try {
-            return spill_bytes(spec.config, shape);
+            return runtime->spill_bytes(generate_cuda(lowered, spec));
           } catch (const Error&) {  // NVRTC refused it: no candidate (the heuristic's own
             return std::nullopt;    // compile fails again, with its message, at the load)
           }
         });
-  }
-
-  // What the main kernel of `config` spills on this device, compiled as kernel_for() would
-  // build it (the compile is kept for the load).
-  int spill_bytes(const KernelConfig& config, const LaunchShape& shape) const {
-    KernelSpec spec = fit_shared_memory(lowered, shape.spec(config), runtime->limits);
-    spec.early_columns = fetches_columns_early(spec, shape);
-    return runtime->spill_bytes(generate_cuda(lowered, spec));
   }
 
   void report_once(const std::string& message) const {
