@@ -650,12 +650,19 @@ struct Rows {
   // the benchmark, both trees in one call): bf16 N = 34816 53.9 -> 77.9, 36864 56.8 -> 80.2,
   // 38912 59.7 -> 78.4, 40960 61.8 -> 79.3; fp32 17408 74.1 -> 87.1, 18432 78.1 -> 90.1, 19456
   // 81.6 -> 90.5, 20476 84.1 -> 89.7.
+  // Only programs of one row input, as measured: a second one (LayerNorm without weight or bias
+  // recomputing its backward, x and dy) doubles the values per thread, and at bf16 N = 40000 its
+  // 512 threads spilled 564 bytes (NVRTC 13.0); the spill rule then re-read the rows on 512
+  // threads, 48.8% of the copy (seventy-sixth session, H100, the benchmark, M = 1677), where the
+  // tuner ranked clusters first (M = 2048: 8 x 256 threads, prefetched, 73.8%, 16 x 128 69.3%,
+  // against 50.3% re-reading).
   std::optional<KernelConfig> ragged_comoment_one_cta() const {
     // 32-bit rows of ten vectors per thread spill (fp32 N = 20480: 40 bytes at 128 registers).
     const std::int64_t longest = sixteen_bit_vectors ? 5 * kForwardClusterRowVectors / 4
                                                      : 5 * kForwardClusterRowVectors / 4 - 1;
     if (persistent || !single_phase || !comoments || !full_vectors || peel_rows ||
-        !limits.clusters() || chunks <= kForwardClusterRowVectors || chunks > longest)
+        row_input_count(program) != 1 || !limits.clusters() ||
+        chunks <= kForwardClusterRowVectors || chunks > longest)
       return std::nullopt;
     const KernelConfig config{512, 1, vec, static_cast<int>(RowStorage::registers), 1, kPinByRule};
     if (!fits(config)) return std::nullopt;
