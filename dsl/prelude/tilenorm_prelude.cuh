@@ -357,19 +357,6 @@ __device__ __forceinline__ void wait_async_copies() {
   asm volatile("cp.async.wait_all;" ::: "memory");
 }
 
-// Closes the group of this thread's asynchronous copies started since the last one, so that
-// wait_async_groups can wait for it alone.
-__device__ __forceinline__ void commit_async_copies() {
-  asm volatile("cp.async.commit_group;" ::: "memory");
-}
-
-// Waits until at most `Pending` of this thread's committed groups of copies are in flight: the
-// oldest ones have landed.
-template <int Pending>
-__device__ __forceinline__ void wait_async_groups() {
-  asm volatile("cp.async.wait_group %0;" ::"n"(Pending) : "memory");
-}
-
 template <class T, int V>
 __device__ __forceinline__ void unpack_chunk(typename RawVector<sizeof(T) * V>::type raw,
                                              float (&out)[V]) {

@@ -492,8 +492,7 @@ bool stages_row_input(const LoweredProgram& lp, const KernelSpec& spec, std::siz
   return before >= spec.unstaged_row_inputs;
 }
 
-// Shared memory for the chunks of the row blocks RowStorage::staged copies ahead
-// (KernelSpec::stage_depth of them).
+// Shared memory for the next row block's chunks of RowStorage::staged.
 std::size_t staging_bytes(const LoweredProgram& lp, const KernelSpec& spec) {
   std::size_t bytes = 0;
   for (std::size_t i = 0; i < lp.program.slots.size(); ++i) {
@@ -501,7 +500,7 @@ std::size_t staging_bytes(const LoweredProgram& lp, const KernelSpec& spec) {
       bytes += stage_bytes(spec,
                            ir::storage_dtype(lp.program.slots[i], spec.io_dtype, spec.param_dtype));
   }
-  return bytes * static_cast<std::size_t>(std::max(spec.stage_depth, 1));
+  return bytes;
 }
 
 }  // namespace
@@ -896,9 +895,6 @@ class Emitter {
                  ? ", the first " + std::to_string(spec_.unstaged_row_inputs) +
                        " row input(s) loaded at each row's start, not staged"
                  : "")
-         << (spec_.stage_depth > 1
-                 ? ", " + std::to_string(spec_.stage_depth) + " row blocks staged ahead"
-                 : "")
          << "\n";
     if (global_exchange_) {
       out_ << "// Launch " << k.name << " cooperatively (every CTA resident), on a grid that is a\n"
@@ -1195,38 +1191,16 @@ class Emitter {
   }
 
   // Where staged chunks land: this thread's chunk `it` of row input i is tn_stage<i>[it *
-  // THREADS] (see stage_bytes), so a warp's copies fill contiguous 16-byte slots. A ring of
-  // stage_depth > 1 (deep_staging) holds each input's slots for one row block after another,
-  // tn_stage<i>_ring; tn_stage<i> then points at the current row block's.
+  // THREADS] (see stage_bytes), so a warp's copies fill contiguous 16-byte slots.
   void emit_staging_pointers() {
     std::size_t offset = row_stash_bytes(lp_, spec_) + shared_partials_bytes(lp_, spec_) +
                          column_stash_bytes(lp_, spec_);
     for (std::size_t i = 0; i < p_.slots.size(); ++i) {
       const ir::Slot& s = p_.slots[i];
       if (!stages_slot(i)) continue;
-      const std::string at = "reinterpret_cast<" + raw_type(s) + "*>(tn_dynamic_smem + " +
-                             std::to_string(offset) + ") + threadIdx.x";
-      if (deep_staging()) {
-        out_ << "  " << raw_type(s) << "* const tn_stage" << i << "_ring = " << at << ";\n"
-             << "  " << raw_type(s) << "* tn_stage" << i << " = tn_stage" << i << "_ring;\n";
-      } else {
-        out_ << "  " << raw_type(s) << "* tn_stage" << i << " = " << at << ";\n";
-      }
-      offset += stage_bytes(spec_, slot_dtype(s)) * static_cast<std::size_t>(spec_.stage_depth);
-    }
-  }
-  // A ring slot's distance from the next, in raw chunks of row input `slot`.
-  std::string stage_stride(std::size_t slot) const {
-    const ir::Slot& s = p_.slots[slot];
-    return std::to_string(stage_bytes(spec_, slot_dtype(s))) + " / sizeof(" + raw_type(s) + ")";
-  }
-  bool deep_staging() const { return staging() && spec_.stage_depth > 1; }
-  // Points every staged input's tn_stage<i> at ring slot `slot_expr`.
-  void emit_stage_slot(const std::string& slot_expr) {
-    for (std::size_t i = 0; i < p_.slots.size(); ++i) {
-      if (!stages_slot(i)) continue;
-      out_ << "  tn_stage" << i << " = tn_stage" << i << "_ring + (" << slot_expr << ") * ("
-           << stage_stride(i) << ");\n";
+      out_ << "  " << raw_type(s) << "* tn_stage" << i << " = reinterpret_cast<" << raw_type(s)
+           << "*>(tn_dynamic_smem + " << offset << ") + threadIdx.x;\n";
+      offset += stage_bytes(spec_, slot_dtype(s));
     }
   }
 
@@ -1247,13 +1221,7 @@ class Emitter {
           stages_slot(static_cast<std::size_t>(n.index)) && !inputs_read_.count(n.index))
         return;
     }
-    if (deep_staging()) {
-      // Into the slots this row block has just been read from: stage_depth row blocks ahead.
-      emit_fetch("block + TN_STAGES * " + block_count_);
-      out_ << "  tn::commit_async_copies();\n";
-    } else {
-      emit_fetch("block + " + block_count_);
-    }
+    emit_fetch("block + " + block_count_);
     fetched_this_row_ = true;
   }
 
@@ -1389,17 +1357,7 @@ class Emitter {
     if (prefetching()) declare_raw_rows("_next");
     declare_row_scalar_stages();
     if (class_major_) emit_class_segment_start();
-    if (deep_staging()) {
-      // The first stage_depth row blocks, a group of copies each, into the ring in order.
-      out_ << "  constexpr int TN_STAGES = " << spec_.stage_depth
-           << ";  // row blocks copied ahead\n"
-           << "  for (int tn_ahead = 0; tn_ahead < TN_STAGES; ++tn_ahead) {\n";
-      emit_stage_slot("tn_ahead");
-      emit_fetch("(" + block_index_ + ") + tn_ahead * " + block_count_);
-      out_ << "  tn::commit_async_copies();\n  }\n  int tn_stage_slot = 0;\n";
-    } else if (fetches_ahead(storage_)) {
-      emit_fetch(block_index_);
-    }
+    if (fetches_ahead(storage_)) emit_fetch(block_index_);
     if (fetches_any_row_scalar()) out_ << "  tn_row_scalar_block = 0;\n";
     if (spec_.early_columns) emit_early_columns();
     if (class_major_) {
@@ -1426,8 +1384,6 @@ class Emitter {
     emit_pass(-1);
     emit_row_end();
     if (fetches_any_row_scalar()) out_ << "  tn_row_scalar_block ^= 1;\n";
-    if (deep_staging())
-      out_ << "  tn_stage_slot = tn_stage_slot + 1 == TN_STAGES ? 0 : tn_stage_slot + 1;\n";
     out_ << "  }\n";
     if (class_major_) emit_class_segment_end();
   }
@@ -1698,13 +1654,7 @@ class Emitter {
     // The wait covers the row-scalar inputs copied with the staged chunks (a cluster backward's
     // saved statistics): read before it, they raced with their copies, which gave the saved
     // backwards on clusters wrong results that depended on timing (sixty-second session).
-    // A ring waits for this row block's group only, the oldest; the later ones stay in flight.
-    if (deep_staging()) {
-      emit_stage_slot("tn_stage_slot");
-      out_ << "  tn::wait_async_groups<TN_STAGES - 1>();\n";
-    } else {
-      out_ << "  tn::wait_async_copies();\n";
-    }
+    out_ << "  tn::wait_async_copies();\n";
     emit_row_scalar_reads();
     out_ << "#pragma unroll\n  for (int it = 0; it < ITERS; ++it) {\n";
     for (std::size_t i = 0; i < p_.slots.size(); ++i) {
@@ -2805,21 +2755,6 @@ std::optional<std::string> config_problem(const LoweredProgram& lp, const Kernel
            std::to_string(row_input_count(lp) - 1) + " so that one row input is staged, got " +
            std::to_string(spec.unstaged_row_inputs) + " with row_storage " +
            std::string(row_storage_name(storage));
-  }
-  if (spec.stage_depth != 1) {
-    const bool reads_row_scalar =
-        std::any_of(lp.program.slots.begin(), lp.program.slots.end(), [](const ir::Slot& slot) {
-          return slot.role == ir::Role::read && slot.shape == ir::Shape::row_scalar;
-        });
-    if (spec.stage_depth < 1 || spec.stage_depth > kMaxStageDepth ||
-        storage != RowStorage::staged || spec.peel_rows || reads_row_scalar) {
-      return "stage_depth (row blocks a staged kernel copies ahead) must be 1, or 2.." +
-             std::to_string(kMaxStageDepth) +
-             " with row_storage staged, aligned rows and no row-scalar input (got " +
-             std::to_string(spec.stage_depth) + " with row_storage " +
-             std::string(row_storage_name(storage)) + (spec.peel_rows ? ", peeled rows" : "") +
-             (reads_row_scalar ? ", a row-scalar input" : "") + ")";
-    }
   }
   if (storage == RowStorage::pipelined &&
       (c.ctas_per_row == 1 || lp.reduction_phases.size() != 1)) {

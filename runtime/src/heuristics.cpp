@@ -22,8 +22,6 @@ namespace {
 // while the two sets of raw row chunks take at most this many registers (see
 // heuristic_config).
 constexpr std::int64_t kPrefetchRegisters = 128;
-// Row blocks a forward's staged cluster slices keep in flight (KernelSpec::stage_depth).
-constexpr int kForwardStageDepth = 3;
 
 // Vectors of a row each CTA of a cluster keeps (the cluster limits are in heuristics.hpp).
 constexpr std::int64_t kClusterSliceVectors = 1024;
@@ -192,17 +190,6 @@ KernelSpec fit_shared_memory(const LoweredProgram& program, KernelSpec spec,
   if (static_cast<RowStorage>(spec.config.row_storage) == RowStorage::staged &&
       spec.config.ctas_per_row > 1)
     spec.unstaged_row_inputs = row_input_count(program) - 1;
-  // A forward's staged cluster slices (no sums across rows, so no row-scalar input either) keep
-  // kForwardStageDepth row blocks in flight, where their shared memory allows.
-  if (static_cast<RowStorage>(spec.config.row_storage) == RowStorage::staged &&
-      spec.config.ctas_per_row > 1 && !spec.peel_rows && !plan_kernels(program).persistent) {
-    KernelSpec deep = spec;
-    deep.stage_depth = kForwardStageDepth;
-    if (!config_problem(program, deep) &&
-        dynamic_shared_memory_bytes(program, deep) + kStaticSharedReserve <=
-            limits.shared_memory_per_block)
-      spec = deep;
-  }
   if (shared_partials_bytes(program, spec) <= limits.shared_memory_per_block) return spec;
   KernelSpec in_registers = spec;
   in_registers.partials_in_registers = true;

@@ -1076,66 +1076,6 @@ TEST_CASE("codegen: staged rows copy the next row block into shared memory with 
             .persistent);
 }
 
-TEST_CASE("codegen: a forward's staged cluster slices keep a ring of row blocks in flight") {
-  // RMSNorm, bf16 N = 65536 on 16 x 64 threads: fit_shared_memory gives a forward's staged
-  // cluster slices three row blocks in flight, each in its own slots after the weight's copy.
-  const auto program = lowered("rms_norm");
-  KernelConfig slices = config(64, 1, 8, RowStorage::staged);
-  slices.ctas_per_row = 16;
-  const KernelSpec fitted = tilenorm::fit_shared_memory(
-      program, {DType::bf16, DType::bf16, 65536, slices}, tilenorm::DeviceLimits::hopper());
-  REQUIRE(fitted.stage_depth == 3);
-  const auto kernel = tilenorm::generate_cuda(program, fitted);
-  const std::string& src = kernel.source;
-  // A slot: 8 chunks of 16 bytes for each of 64 threads; the weight's copy: 4096 columns.
-  constexpr std::size_t slot = 8 * 64 * 16, weight = 4096 * 2;
-  CHECK(kernel.dynamic_shared_bytes == weight + 3 * slot);
-  CHECK(contains(src, "3 row blocks staged ahead"));
-  // Before the loop, the first three row blocks, a committed group each, into slots 0-2; each
-  // row block waits for its own group only (two stay in flight), reads its slot, and after
-  // its first pass copies the row block three ahead into that slot, as a group of its own.
-  const std::size_t ahead = src.find("for (int tn_ahead = 0; tn_ahead < TN_STAGES; ++tn_ahead)");
-  const std::size_t loop = src.find("for (long long block = ");
-  const std::size_t point = src.find("tn_stage0 = tn_stage0_ring + (tn_stage_slot) * (", loop);
-  const std::size_t wait = src.find("tn::wait_async_groups<TN_STAGES - 1>();", loop);
-  const std::size_t readback = src.find("in0_raw[it] = tn_stage0[it * TPR * RPC];", loop);
-  const std::size_t first_pass = src.find("// Pass for reduction phase 0.", loop);
-  const std::size_t next_copy = src.find("tn::copy_chunk_async<tn::bf16, VEC, N>(tn_stage0", loop);
-  const std::size_t commit = src.find("tn::commit_async_copies();", loop);
-  const std::size_t advance =
-      src.find("tn_stage_slot = tn_stage_slot + 1 == TN_STAGES ? 0 : tn_stage_slot + 1;", loop);
-  const std::size_t final_wait = src.find("tn::wait_async_copies();", advance);
-  REQUIRE(ahead != std::string::npos);
-  CHECK(contains(src, "constexpr int TN_STAGES = 3;"));
-  CHECK(ahead < src.find("tn::commit_async_copies();"));
-  CHECK(src.find("tn::commit_async_copies();") < loop);
-  CHECK(loop < point);
-  CHECK(point < wait);
-  CHECK(wait < readback);
-  CHECK(readback < first_pass);
-  CHECK(first_pass < next_copy);
-  CHECK(next_copy < commit);
-  CHECK(commit < advance);
-  CHECK(advance < final_wait);
-  CHECK(final_wait != std::string::npos);
-  CHECK(contains(src, "const long long fetch_row = (block + TN_STAGES * tn_clusters) * RPC"));
-  CHECK(contains(src, "(8192 / sizeof(typename tn::RawVector<sizeof(tn::bf16) * VEC>::type))"));
-  // Where the slots would not fit beside the weight's copy, one row block ahead, as before.
-  tilenorm::DeviceLimits small = tilenorm::DeviceLimits::hopper();
-  small.shared_memory_per_block = weight + 2 * slot;
-  CHECK(tilenorm::fit_shared_memory(program, {DType::bf16, DType::bf16, 65536, slices}, small)
-            .stage_depth == 1);
-  // Prefetched slices and one CTA per row are left alone.
-  slices.row_storage = static_cast<int>(RowStorage::prefetched);
-  CHECK(tilenorm::fit_shared_memory(program, {DType::bf16, DType::bf16, 65536, slices},
-                                    tilenorm::DeviceLimits::hopper())
-            .stage_depth == 1);
-  CHECK(tilenorm::fit_shared_memory(
-            program, {DType::bf16, DType::bf16, 4096, config(256, 1, 8, RowStorage::staged)},
-            tilenorm::DeviceLimits::hopper())
-            .stage_depth == 1);
-}
-
 TEST_CASE("codegen: staged cluster slices wait for their copies before reading any of them") {
   const auto limits = tilenorm::DeviceLimits::hopper();
   // LayerNorm's saved backward, bf16, two rows per CTA on clusters of 16: the statistics are
@@ -1185,7 +1125,6 @@ TEST_CASE("codegen: staged cluster slices wait for their copies before reading a
   const KernelSpec rms = tilenorm::fit_shared_memory(
       lowered("rms_norm_backward"), {DType::f32, DType::f32, 262144, slices}, limits);
   CHECK(rms.unstaged_row_inputs == 1);
-  CHECK(rms.stage_depth == 1);  // a backward keeps one row block in flight
   // The heuristic's staged kernel and the tuner's candidates that compile without spills
   // (RMSNorm's saved backward spilled 84 bytes while x loaded conditionally; its recompute
   // still spills 72); ragged slices (N = 200000) have the same shared memory.
@@ -1488,28 +1427,6 @@ TEST_CASE("codegen: config_problem names what is wrong with a configuration") {
                                                        /*peel_rows=*/true}) ==
         "peel_rows (rows that start misaligned) cannot stage rows: cp.async copies aligned "
         "chunks, and a peeled row's head and tail are not");
-  // Row blocks staged ahead: only staged, aligned rows without a row-scalar input.
-  KernelConfig forward_slices = config(64, 1, 8, RowStorage::staged);
-  forward_slices.ctas_per_row = 16;
-  KernelSpec deep{DType::bf16, DType::bf16, 65536, forward_slices};
-  deep.stage_depth = 3;
-  CHECK_FALSE(tilenorm::config_problem(lowered("rms_norm"), deep));
-  deep.stage_depth = tilenorm::kMaxStageDepth + 1;
-  CHECK(tilenorm::config_problem(lowered("rms_norm"), deep) ==
-        "stage_depth (row blocks a staged kernel copies ahead) must be 1, or 2..4 with "
-        "row_storage staged, aligned rows and no row-scalar input (got 5 with row_storage "
-        "staged)");
-  deep.stage_depth = 2;
-  deep.config.row_storage = static_cast<int>(RowStorage::prefetched);
-  CHECK(tilenorm::config_problem(lowered("rms_norm"), deep) ==
-        "stage_depth (row blocks a staged kernel copies ahead) must be 1, or 2..4 with "
-        "row_storage staged, aligned rows and no row-scalar input (got 2 with row_storage "
-        "prefetched)");
-  deep.config.row_storage = static_cast<int>(RowStorage::staged);
-  CHECK(tilenorm::config_problem(lowered("rms_norm_backward"), deep) ==
-        "stage_depth (row blocks a staged kernel copies ahead) must be 1, or 2..4 with "
-        "row_storage staged, aligned rows and no row-scalar input (got 2 with row_storage "
-        "staged, a row-scalar input)");
   // Each row at its own shift: a peeled, persistent kernel of one row per CTA; a forward
   // prefetched, a backward prefetched or in registers.
   const std::string per_row_problem =

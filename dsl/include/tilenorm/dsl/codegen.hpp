@@ -76,8 +76,6 @@ std::string_view load_pin_name(LoadPin pin);
 // The most CTAs that split a row (KernelConfig::ctas_per_row): sm_90's largest, non-portable,
 // thread-block cluster.
 inline constexpr int kMaxCtasPerRow = 16;
-// The most row blocks a staged kernel copies ahead (KernelSpec::stage_depth).
-inline constexpr int kMaxStageDepth = 4;
 
 // The tunable knobs, baked into the generated source as constexpr values.
 struct KernelConfig {
@@ -145,12 +143,6 @@ struct KernelSpec {
   // measured faster than registers, LayerNorm's fp32 recompute at N = 262144). At least one row
   // input stays staged. Part of the generated code's identity.
   int unstaged_row_inputs = 0;
-  // With row_storage staged: the row blocks whose copies are in flight at once, each in its own
-  // shared-memory slots (a ring of this many). At 1 the next row block is copied while the
-  // current one is worked on; at D the one D row blocks ahead, so D - 1 more are in flight
-  // without holding registers. Only aligned rows of a program that reads no row-scalar input.
-  // Part of the generated code's identity.
-  int stage_depth = 1;
 };
 
 // Whether `spec` may take KernelSpec::early_columns (whatever it holds now): aligned rows of
