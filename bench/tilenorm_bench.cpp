@@ -123,6 +123,7 @@ struct Options {
   std::string json_path;
   bool use_tuning_database = true;
   bool fold_partials = true;
+  bool programmatic_launch = false;
   tn::PeeledRowShifts peeled_row_shifts = tn::PeeledRowShifts::automatic;
   tn::EarlyColumns early_columns = tn::EarlyColumns::automatic;
   std::string heuristic_device;  // RuntimeOptions::heuristic_device
@@ -238,6 +239,11 @@ Options parse_options(const std::vector<std::string>& args) {
   app.add_flag("--no-fold", no_fold,
                "one partial row of column sums per CTA: no folding across clusters "
                "(RuntimeOptions::fold_partials)");
+  bool programmatic = false;
+  app.add_flag("--programmatic-launch", programmatic,
+               "launch with programmatic dependent launch (sm_90+): each kernel may be scheduled "
+               "while the previous one finishes, and waits for it on the GPU "
+               "(RuntimeOptions::programmatic_launch)");
   std::string row_shifts = "auto";
   cli::add_value(app, "--row-shifts", row_shifts,
                  "how persistent kernels on misaligned (peeled) rows find each row's shift: auto "
@@ -260,6 +266,7 @@ Options parse_options(const std::vector<std::string>& args) {
   options.decode = decode;
   options.use_tuning_database = !no_tuning_db;
   options.fold_partials = !no_fold;
+  options.programmatic_launch = programmatic;
   options.peeled_row_shifts = cli::parse_peeled_row_shifts("--row-shifts", row_shifts);
   options.early_columns = cli::parse_early_columns("--early-columns", early_columns);
   if (!heuristic_device.empty()) {
@@ -893,6 +900,7 @@ void print_header(const driver::DeviceInfo& info, const Options& options,
             << ", " << timing_name(options.timing) << " timing, median of " << options.repeats
             << " samples, tuning database " << (options.use_tuning_database ? "on" : "off")
             << ", partial sums " << (options.fold_partials ? "folded" : "not folded")
+            << (options.programmatic_launch ? ", programmatic launch" : "")
             << ", peeled row shifts " << tn::peeled_row_shifts_name(options.peeled_row_shifts)
             << ", early columns " << tn::early_columns_name(options.early_columns)
             << (options.heuristic_device.empty()
@@ -1058,6 +1066,7 @@ void write_json(const std::string& path, const driver::DeviceInfo& info, const O
       {"decode", options.decode},
       {"tuning_database", options.use_tuning_database},
       {"fold_partials", options.fold_partials},
+      {"programmatic_launch", options.programmatic_launch},
       {"peeled_row_shifts", tn::peeled_row_shifts_name(options.peeled_row_shifts)},
       {"early_columns", tn::early_columns_name(options.early_columns)},
       {"heuristic_device", options.heuristic_device.empty()
@@ -1097,7 +1106,8 @@ int run(const Options& options) {
                        .fold_partials = options.fold_partials,
                        .peeled_row_shifts = options.peeled_row_shifts,
                        .early_columns = options.early_columns,
-                       .heuristic_device = options.heuristic_device});
+                       .heuristic_device = options.heuristic_device,
+                       .programmatic_launch = options.programmatic_launch});
   std::int64_t max_elements = 0;
   for (const Shape& shape : options.shapes)
     max_elements = std::max(max_elements, shape.m * shape.n);

@@ -352,6 +352,18 @@ __device__ __forceinline__ void copy_scalar_async(float* slot, const float* valu
                : "memory");
 }
 
+// Programmatic dependent launch (sm_90 and later): launched with the runtime's
+// programmatic_launch, a kernel may be scheduled while the previous one in its stream is still
+// running. It waits here, before it touches global memory, until that kernel has finished and
+// its writes are visible; then it lets the next launch be scheduled in turn, which waits the
+// same way. Launched without it, both instructions do nothing.
+__device__ __forceinline__ void overlap_launches() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
 // Waits for this thread's asynchronous copies (each thread reads back only what it copied).
 __device__ __forceinline__ void wait_async_copies() {
   asm volatile("cp.async.wait_all;" ::: "memory");

@@ -981,12 +981,13 @@ class Emitter {
            (min_ctas_per_sm.empty() ? "" : ", " + min_ctas_per_sm) + ")\n";
   }
 
-  // The name and parameters, after the launch_bounds() line.
+  // The name and parameters, after the launch_bounds() line, and the wait for the previous
+  // launch where it may overlap this one (tn::overlap_launches), before any memory access.
   void emit_signature(const std::string& name, const ParamList& params) {
     out_ << name << "(";
     for (std::size_t i = 0; i < params.declarations.size(); ++i)
       out_ << (i ? ",\n    " : "\n    ") << params.declarations[i];
-    out_ << ") {\n";
+    out_ << ") {\n  tn::overlap_launches();\n";
   }
 
   void emit_prologue() {

@@ -217,23 +217,30 @@ bool aligned(const void* p, std::size_t bytes) {
 
 }  // namespace
 
-// The main kernel's launch: plain, with clusters of `ctas` CTAs along x, or cooperative (every
-// CTA resident at once, which software clusters wait on).
+// A kernel's launch: plain, with clusters of `ctas` CTAs along x, or cooperative (every CTA
+// resident at once, which software clusters wait on); `programmatic`: it may be scheduled
+// before the previous kernel in the stream ends (RuntimeOptions::programmatic_launch).
 CUresult launch_kernel(CUfunction function, unsigned grid, unsigned threads, unsigned shared_bytes,
-                       int ctas, bool cooperative, CUstream stream, void** params) {
-  if (ctas == 1 && !cooperative) {
+                       int ctas, bool cooperative, bool programmatic, CUstream stream,
+                       void** params) {
+  if (ctas == 1 && !cooperative && !programmatic) {
     return driver::api().cuLaunchKernel(function, grid, 1, 1, threads, 1, 1, shared_bytes, stream,
                                         params, nullptr);
   }
-  CUlaunchAttribute attribute{};
+  CUlaunchAttribute attributes[2]{};
+  unsigned count = 0;
   if (cooperative) {
-    attribute.id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
-    attribute.value.cooperative = 1;
-  } else {
-    attribute.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-    attribute.value.clusterDim.x = static_cast<unsigned>(ctas);
-    attribute.value.clusterDim.y = 1;
-    attribute.value.clusterDim.z = 1;
+    attributes[count].id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
+    attributes[count++].value.cooperative = 1;
+  } else if (ctas > 1) {
+    attributes[count].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    attributes[count].value.clusterDim.x = static_cast<unsigned>(ctas);
+    attributes[count].value.clusterDim.y = 1;
+    attributes[count++].value.clusterDim.z = 1;
+  }
+  if (programmatic) {
+    attributes[count].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    attributes[count++].value.programmaticStreamSerializationAllowed = 1;
   }
   CUlaunchConfig config{};
   config.gridDimX = grid;
@@ -242,8 +249,8 @@ CUresult launch_kernel(CUfunction function, unsigned grid, unsigned threads, uns
   config.blockDimY = config.blockDimZ = 1;
   config.sharedMemBytes = shared_bytes;
   config.hStream = stream;
-  config.attrs = &attribute;
-  config.numAttrs = 1;
+  config.attrs = attributes;
+  config.numAttrs = count;
   return driver::api().cuLaunchKernelEx(&config, function, params, nullptr);
 }
 
@@ -278,6 +285,9 @@ struct Runtime::Impl {
     if (!result.from_disk_cache) ++nvrtc_compiles;
     return compiled.emplace(key, std::move(result)).first->second;
   }
+
+  // RuntimeOptions::programmatic_launch, where this GPU has it (griddepcontrol: sm_90+).
+  bool programmatic_launch() const { return options.programmatic_launch && info.cc_major >= 9; }
 
   std::string compile_key(const GeneratedKernel& generated) const {
     return cache_key({generated.source, generated.name, arch, {}}, nvrtc_version());
@@ -975,20 +985,22 @@ struct Norm::State {
                         cu_stream),
                     "cuMemsetD8Async (the exchange counts of " + k.generated.name + ")");
     }
+    // A software cluster's launch follows the memset of its counts, and is cooperative.
+    const bool programmatic = runtime->programmatic_launch() && !k.generated.global_exchange;
     const CUresult launched =
         launch_kernel(k.function, static_cast<unsigned>(grid.ctas),
                       static_cast<unsigned>(k.generated.threads_per_block),
                       static_cast<unsigned>(k.generated.dynamic_shared_bytes),
                       k.generated.global_exchange ? 1 : k.generated.ctas_per_row * grid.fold,
-                      k.generated.global_exchange, cu_stream, pointers.data());
+                      k.generated.global_exchange, programmatic, cu_stream, pointers.data());
     if (launched != CUDA_SUCCESS) driver::check(launched, "cuLaunchKernel " + k.generated.name);
     if (!k.generated.finish) return;
     fill(k.generated.finish->params);
     const auto finish_grid = static_cast<unsigned>(
         (shape.cols + k.generated.finish_columns_per_cta - 1) / k.generated.finish_columns_per_cta);
-    const CUresult finished = driver::api().cuLaunchKernel(
-        k.finish, finish_grid, 1, 1, static_cast<unsigned>(k.generated.finish->threads_per_block),
-        1, 1, 0, reinterpret_cast<CUstream>(stream), pointers.data(), nullptr);
+    const CUresult finished = launch_kernel(
+        k.finish, finish_grid, static_cast<unsigned>(k.generated.finish->threads_per_block), 0, 1,
+        false, programmatic, cu_stream, pointers.data());
     if (finished != CUDA_SUCCESS)
       driver::check(finished, "cuLaunchKernel " + k.generated.finish->name);
   }

@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <random>
@@ -542,6 +543,89 @@ TEST_CASE("a launch captured into a CUDA graph replays correctly") {
   CHECK(replayed == direct);
   driver::api().cuGraphExecDestroy(exec);
   driver::api().cuGraphDestroy(graph);
+}
+
+// A chain of launches on one stream, each reading what the one before wrote: y1 = RMSNorm(x),
+// y2 = RMSNorm(y1), the backward with x = y1 and dy = y2 (its main kernel, then the finishing
+// kernel that sums the partial rows), and y3 = RMSNorm(dx). Returns y2, dx, dweight and y3.
+std::vector<std::uint16_t> run_chain(tilenorm::Runtime& rt, std::int64_t rows, std::int64_t cols,
+                                     bool captured) {
+  const auto elements = static_cast<std::size_t>(rows * cols);
+  driver::DeviceBuffer x(elements * 2), y1(elements * 2), y2(elements * 2), dx(elements * 2),
+      y3(elements * 2), w(static_cast<std::size_t>(cols) * 2),
+      dw(static_cast<std::size_t>(cols) * 2);
+  const auto xs = tilenorm::encode(
+      tilenorm::random_values(static_cast<std::int64_t>(elements), 11, -2, 2, DType::bf16),
+      DType::bf16);
+  const auto ws =
+      tilenorm::encode(tilenorm::random_values(cols, 12, -1, 1, DType::bf16), DType::bf16);
+  x.upload(xs.data(), xs.size());
+  w.upload(ws.data(), ws.size());
+  for (driver::DeviceBuffer* out : {&y1, &y2, &dx, &y3, &dw}) out->fill_bytes(0xFF);
+  auto address = [](const driver::DeviceBuffer& b) { return reinterpret_cast<void*>(b.get()); };
+  auto rows_of = [&](const driver::DeviceBuffer& b) {
+    return tilenorm::TensorView::contiguous(address(b), DType::bf16, rows, cols);
+  };
+  const tilenorm::ColumnView weight{address(w), DType::bf16, cols};
+  const tilenorm::RmsNormBackward backward{rows_of(y1), rows_of(y2), rows_of(dx), weight,
+                                           tilenorm::ColumnView{address(dw), DType::bf16, cols}};
+  driver::DeviceBuffer workspace(
+      std::max<std::size_t>(1, tilenorm::rms_norm_backward_workspace(rt, backward)));
+  driver::Stream stream;
+  const auto s = reinterpret_cast<tilenorm::Stream>(stream.get());
+  auto chain = [&] {
+    tilenorm::rms_norm(rt, rows_of(x), weight, rows_of(y1), 1e-5f, s);
+    tilenorm::rms_norm(rt, rows_of(y1), weight, rows_of(y2), 1e-5f, s);
+    tilenorm::rms_norm_backward(rt, backward, {address(workspace), workspace.bytes()}, s);
+    tilenorm::rms_norm(rt, rows_of(dx), weight, rows_of(y3), 1e-5f, s);
+  };
+  if (!captured) {
+    chain();
+  } else {
+    // Loaded outside the capture (the first launch compiles), then the outputs poisoned again.
+    chain();
+    stream.synchronize();
+    for (driver::DeviceBuffer* out : {&y1, &y2, &dx, &y3, &dw}) out->fill_bytes(0xFF);
+    CUgraph graph = nullptr;
+    CUgraphExec exec = nullptr;
+    driver::check(
+        driver::api().cuStreamBeginCapture(stream.get(), CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
+        "begin capture");
+    chain();
+    driver::check(driver::api().cuStreamEndCapture(stream.get(), &graph), "end capture");
+    driver::check(driver::api().cuGraphInstantiateWithFlags(&exec, graph, 0), "instantiate");
+    driver::check(driver::api().cuGraphLaunch(exec, stream.get()), "graph launch");
+    stream.synchronize();
+    driver::api().cuGraphExecDestroy(exec);
+    driver::api().cuGraphDestroy(graph);
+  }
+  stream.synchronize();
+  std::vector<std::uint16_t> all;
+  for (const driver::DeviceBuffer* out : {&y2, &dx, &y3, &dw}) {
+    std::vector<std::uint16_t> values(out->bytes() / 2);
+    out->download(values.data(), out->bytes());
+    all.insert(all.end(), values.begin(), values.end());
+  }
+  return all;
+}
+
+TEST_CASE("programmatic launches chain dependent kernels as plain launches do, also captured") {
+  driver::ScopedContext scope(driver::primary_context(0));
+  tilenorm::Runtime overlapping(tilenorm::RuntimeOptions{
+      .device = 0, .use_tuning_database = false, .programmatic_launch = true});
+  if (overlapping.compute_capability_major() < 9)
+    MESSAGE("this GPU has no programmatic dependent launch: both runtimes launch plainly");
+  // Persistent clusters (64 rows of 65536) and one CTA per row over many waves (4096 x 4096).
+  for (const auto& [rows, cols] :
+       {std::pair<std::int64_t, std::int64_t>{64, 65536}, {4096, 4096}}) {
+    CAPTURE(rows);
+    CAPTURE(cols);
+    const std::vector<std::uint16_t> plain = run_chain(runtime(), rows, cols, false);
+    // Every output written (the poison is all ones, a NaN in bf16).
+    CHECK(std::find(plain.begin(), plain.end(), std::uint16_t{0xFFFF}) == plain.end());
+    CHECK(run_chain(overlapping, rows, cols, false) == plain);
+    CHECK(run_chain(overlapping, rows, cols, true) == plain);
+  }
 }
 
 TEST_CASE("a fresh runtime loads kernels from the disk cache without NVRTC") {

@@ -167,6 +167,12 @@ struct RuntimeOptions {
   // get on this one (the GPU tests). Applied before shared_memory_per_block; no tuning database
   // is read (its entries were timed on this GPU).
   std::string heuristic_device{};
+  // On sm_90 and later, launch with programmatic dependent launch: each kernel may be scheduled
+  // while the previous kernel in its stream finishes, and waits for it on the GPU before it
+  // touches memory (tn::overlap_launches in the generated code), so the launch's latency and
+  // the CTAs' start overlap that kernel's last wave. Results are the same either way. Not for
+  // software clusters (a cooperative launch) or older GPUs, which launch as before.
+  bool programmatic_launch = false;
 };
 
 class Runtime {
