@@ -355,11 +355,18 @@ __device__ __forceinline__ void copy_scalar_async(float* slot, const float* valu
 // Programmatic dependent launch (sm_90 and later): launched with the runtime's
 // programmatic_launch, a kernel may be scheduled while the previous one in its stream is still
 // running. It waits here, before it touches global memory, until that kernel has finished and
-// its writes are visible; then it lets the next launch be scheduled in turn, which waits the
-// same way. Launched without it, both instructions do nothing.
-__device__ __forceinline__ void overlap_launches() {
+// its writes are visible. Launched without it, this does nothing.
+__device__ __forceinline__ void wait_for_previous_grid() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+// Lets the next launch in the stream be scheduled once every CTA of this grid has called this
+// (or exited); it waits for this grid in wait_for_previous_grid. Launched without programmatic
+// dependent launch, this does nothing.
+__device__ __forceinline__ void release_next_grid() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
 }
