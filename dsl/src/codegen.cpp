@@ -943,7 +943,7 @@ class Emitter {
     out_ << "#ifdef " << kMinCtasMacro << "\n"
          << launch_bounds(k.threads_per_block, std::string(kMinCtasMacro)) << "#else\n"
          << launch_bounds(k.threads_per_block, own > 0 ? std::to_string(own) : "") << "#endif\n";
-    emit_signature(k.name, params, !persistent_);
+    emit_signature(k.name, params);
   }
 
   // Staged kernels keep the copies' addresses live across the passes, which took ptxas past
@@ -981,19 +981,15 @@ class Emitter {
            (min_ctas_per_sm.empty() ? "" : ", " + min_ctas_per_sm) + ")\n";
   }
 
-  // The name and parameters, after the launch_bounds() line, and the wait for the previous
-  // launch where it may overlap this one (programmatic dependent launch), before any memory
-  // access. A kernel of one row block per CTA lets the next launch be scheduled as each CTA
-  // starts (every CTA has started once its last wave has), so its CTAs take the SMs this one's
-  // leave. A persistent one only as it exits: there the next grid's CTAs, waiting early on SMs
-  // its own grid had counted as free, cost bf16 LayerNorm's backward 16-18 points of the copy
-  // at N = 8192 and 16384 (H100, seventy-sixth session).
-  void emit_signature(const std::string& name, const ParamList& params, bool releases_early) {
+  // The name and parameters, after the launch_bounds() line; then, for programmatic dependent
+  // launch, the wait for the previous grid before any memory access, and the release of the
+  // next one (scheduled once every CTA of this grid has started, so its CTAs take the SMs this
+  // grid's leave; the runtime decides which launches may overlap).
+  void emit_signature(const std::string& name, const ParamList& params) {
     out_ << name << "(";
     for (std::size_t i = 0; i < params.declarations.size(); ++i)
       out_ << (i ? ",\n    " : "\n    ") << params.declarations[i];
-    out_ << ") {\n  tn::wait_for_previous_grid();\n";
-    if (releases_early) out_ << "  tn::release_next_grid();\n";
+    out_ << ") {\n  tn::wait_for_previous_grid();\n  tn::release_next_grid();\n";
   }
 
   void emit_prologue() {
@@ -2542,7 +2538,7 @@ class Emitter {
     params.add(ParamKind::partial_rows, -1, "long long tn_partial_rows");
     out_ << "\n";
     out_ << launch_bounds(f.threads_per_block, "");
-    emit_signature(f.name, params, /*releases_early=*/true);
+    emit_signature(f.name, params);
     out_ << "  constexpr int N = " << spec_.n << ";\n"
          << "  constexpr int VEC = " << shape.vec << ", GROUPS = " << shape.groups
          << ", COLS = " << kFinishThreads / shape.groups << ";\n"

@@ -985,8 +985,15 @@ struct Norm::State {
                         cu_stream),
                     "cuMemsetD8Async (the exchange counts of " + k.generated.name + ")");
     }
-    // A software cluster's launch follows the memset of its counts, and is cooperative.
-    const bool programmatic = runtime->programmatic_launch() && !k.generated.global_exchange;
+    // Not a software cluster's (cooperative, after the memset of its counts), nor a persistent
+    // grid of as many row blocks as fit at once: scheduled beside the previous grid's last CTAs,
+    // its clusters need not all find room, and those left over run after the others (bf16
+    // LayerNorm's backward at N = 8192 and 16384 ran 16-25 points of the copy slower so; H100,
+    // seventy-sixth session). The finishing kernel follows its main kernel.
+    const bool fills_device =
+        k.generated.persistent && grid.ctas / k.generated.ctas_per_row >= k.max_grid;
+    const bool programmatic =
+        runtime->programmatic_launch() && !k.generated.global_exchange && !fills_device;
     const CUresult launched =
         launch_kernel(k.function, static_cast<unsigned>(grid.ctas),
                       static_cast<unsigned>(k.generated.threads_per_block),
@@ -1000,7 +1007,7 @@ struct Norm::State {
         (shape.cols + k.generated.finish_columns_per_cta - 1) / k.generated.finish_columns_per_cta);
     const CUresult finished = launch_kernel(
         k.finish, finish_grid, static_cast<unsigned>(k.generated.finish->threads_per_block), 0, 1,
-        false, programmatic, cu_stream, pointers.data());
+        false, runtime->programmatic_launch(), cu_stream, pointers.data());
     if (finished != CUDA_SUCCESS)
       driver::check(finished, "cuLaunchKernel " + k.generated.finish->name);
   }

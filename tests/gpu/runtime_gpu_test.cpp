@@ -615,9 +615,12 @@ TEST_CASE("programmatic launches chain dependent kernels as plain launches do, a
       .device = 0, .use_tuning_database = false, .programmatic_launch = true});
   if (overlapping.compute_capability_major() < 9)
     MESSAGE("this GPU has no programmatic dependent launch: both runtimes launch plainly");
-  // Persistent clusters (64 rows of 65536) and one CTA per row over many waves (4096 x 4096).
+  // Grids the runtime launches programmatically: persistent clusters on fewer rows than fit at
+  // once (8 rows of 65536), a persistent backward on few rows (64 x 4096), one CTA per row over
+  // many waves (4096 x 4096; its backward fills the device and launches plainly), and every
+  // finishing kernel.
   for (const auto& [rows, cols] :
-       {std::pair<std::int64_t, std::int64_t>{64, 65536}, {4096, 4096}}) {
+       {std::pair<std::int64_t, std::int64_t>{8, 65536}, {64, 4096}, {4096, 4096}}) {
     CAPTURE(rows);
     CAPTURE(cols);
     const std::vector<std::uint16_t> plain = run_chain(runtime(), rows, cols, false);

@@ -171,7 +171,8 @@ struct RuntimeOptions {
   // while the previous kernel in its stream finishes, and waits for it on the GPU before it
   // touches memory (tn::overlap_launches in the generated code), so the launch's latency and
   // the CTAs' start overlap that kernel's last wave. Results are the same either way. Not for
-  // software clusters (a cooperative launch) or older GPUs, which launch as before.
+  // software clusters (a cooperative launch), persistent grids of as many row blocks as fit at
+  // once, or older GPUs, which launch as before.
   bool programmatic_launch = false;
 };
 
