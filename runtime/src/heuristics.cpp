@@ -303,6 +303,11 @@ bool folding_pays(std::int64_t partial_bytes_per_column, std::int64_t rows,
   return kFoldShare * partial_bytes_per_column >= rows * row_bytes_per_column;
 }
 
+bool launches_programmatically(bool persistent, bool software_cluster, std::int64_t row_blocks,
+                               std::int64_t resident_row_blocks) {
+  return !software_cluster && !(persistent && row_blocks >= resident_row_blocks);
+}
+
 bool peels_rows(const LoweredProgram& program, std::int64_t n, int vec) {
   constexpr std::int64_t kPeeledRowVectors = 64 * 4;
   return !plan_kernels(program).persistent || n >= kPeeledRowVectors * vec;

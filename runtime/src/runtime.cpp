@@ -985,15 +985,11 @@ struct Norm::State {
                         cu_stream),
                     "cuMemsetD8Async (the exchange counts of " + k.generated.name + ")");
     }
-    // Not a software cluster's (cooperative, after the memset of its counts), nor a persistent
-    // grid of as many row blocks as fit at once: scheduled beside the previous grid's last CTAs,
-    // its clusters need not all find room, and those left over run after the others (bf16
-    // LayerNorm's backward at N = 8192 and 16384 ran 16-25 points of the copy slower so; H100,
-    // seventy-sixth session). The finishing kernel follows its main kernel.
-    const bool fills_device =
-        k.generated.persistent && grid.ctas / k.generated.ctas_per_row >= k.max_grid;
+    // The finishing kernel follows its main kernel either way.
     const bool programmatic =
-        runtime->programmatic_launch() && !k.generated.global_exchange && !fills_device;
+        runtime->programmatic_launch() &&
+        launches_programmatically(k.generated.persistent, k.generated.global_exchange,
+                                  grid.ctas / k.generated.ctas_per_row, k.max_grid);
     const CUresult launched =
         launch_kernel(k.function, static_cast<unsigned>(grid.ctas),
                       static_cast<unsigned>(k.generated.threads_per_block),

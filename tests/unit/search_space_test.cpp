@@ -956,3 +956,16 @@ TEST_CASE("heuristic: the four_reductions backward compiles within the spill tol
                    << " bytes; " << chosen.describe() << " spills " << spills(chosen).value());
   }
 }
+
+TEST_CASE("heuristic: which main kernels launch programmatically") {
+  using tilenorm::launches_programmatically;
+  // One row block per CTA, however many waves: yes.
+  CHECK(launches_programmatically(false, false, 65536, 0));
+  // A persistent grid on fewer row blocks than fit at once (decode sizes): yes.
+  CHECK(launches_programmatically(true, false, 8, 58));
+  // One that fills the device: launched plainly, so that all of it is placed at once.
+  CHECK_FALSE(launches_programmatically(true, false, 58, 58));
+  CHECK_FALSE(launches_programmatically(true, false, 1024, 58));
+  // A software cluster (cooperative): never.
+  CHECK_FALSE(launches_programmatically(true, true, 4, 58));
+}

@@ -138,6 +138,16 @@ inline constexpr std::int64_t kFoldShare = 32;
 bool folding_pays(std::int64_t partial_bytes_per_column, std::int64_t rows,
                   std::int64_t row_bytes_per_column);
 
+// Whether a main kernel's launch may overlap the previous kernel's end, with
+// RuntimeOptions::programmatic_launch on a GPU that has it: not a software cluster's
+// (cooperative, after the memset of its counts), nor a persistent grid of as many row blocks as
+// fit at once (`row_blocks` >= `resident_row_blocks`): scheduled beside the previous grid's last
+// CTAs, its clusters need not all find room, and those left over run after the others (bf16
+// LayerNorm's backward at N = 8192 and 16384 ran 16-25 points of the copy slower so; H100,
+// seventy-sixth session).
+bool launches_programmatically(bool persistent, bool software_cluster, std::int64_t row_blocks,
+                               std::int64_t resident_row_blocks);
+
 // Whether a kernel that can fetch its column parameters before the row loop
 // (KernelSpec::early_columns) should, given the vectors of them each thread would hold: where
 // they are at most kEarlyColumnVectors, or where the launch's row blocks are all resident at
