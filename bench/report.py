@@ -341,12 +341,14 @@ def points_between(row, base):
 
 
 def differs_warnings(tilenorm, label, document):
-    """A warning line per run field (device, dtype, elements) in which `document` (`label`)
-    differs from this run."""
-    return [f"- **Warning:** {field} differs: this run {tilenorm.get(field)!r}, {label} "
-            f"{document.get(field)!r}."
-            for field in ("device", "dtype", "elements")
-            if tilenorm.get(field) != document.get(field)]
+    """A warning line per run field (device, dtype, elements, programmatic_launch) in which
+    `document` (`label`) differs from this run. Runs from before --programmatic-launch have no
+    such field: they launched plainly."""
+    defaults = {"device": None, "dtype": None, "elements": None, "programmatic_launch": False}
+    return [f"- **Warning:** {field} differs: this run {tilenorm.get(field, default)!r}, {label} "
+            f"{document.get(field, default)!r}."
+            for field, default in defaults.items()
+            if tilenorm.get(field, default) != document.get(field, default)]
 
 
 def changes_summary(changes):
@@ -449,6 +451,10 @@ def markdown(tilenorm, torch, heuristic=None, baseline=None, variants=()):
         timing.append(timing_summary("torch_compare", {**eager, **compiled}) +
                       f" (asked for `{torch.get('timing', 'auto')}`)")
     lines += ["", f"Timing: {'; '.join(timing)}."]
+    if tilenorm.get("programmatic_launch"):
+        lines += ["", "tilenorm launched with programmatic dependent launch "
+                  "(`--programmatic-launch`): back to back, each launch overlaps the end of the "
+                  "one before it; PyTorch's launches and the copy ceiling are plain."]
     lines += ["", "Copy ceilings (each implementation's % is against its own run's ceiling):",
               ceiling_line("tilenorm-bench", tilenorm)]
     if torch is not None:

@@ -46,6 +46,17 @@ document "$work/other.json" "NVIDIA H200" "$(row layer_norm backward 4096 150.5 
 python3 "$report" --tilenorm "$work/new.json" --baseline "$work/other.json" >"$work/other.md"
 grep -qF "**Warning:** device differs: this run 'NVIDIA H100', baseline 'NVIDIA H200'." \
   "$work/other.md" || fail "no device warning"
+# A run with programmatic dependent launch says so, and against a plain baseline warns; a
+# document from before the field existed counts as plain.
+sed 's/"tuning_database": false,/"tuning_database": false, "programmatic_launch": true,/' \
+  "$work/new.json" >"$work/programmatic.json"
+python3 "$report" --tilenorm "$work/programmatic.json" --baseline "$work/old.json" \
+  >"$work/programmatic.md"
+grep -qF "tilenorm launched with programmatic dependent launch" "$work/programmatic.md" ||
+  fail "no programmatic launch line"
+grep -qF "**Warning:** programmatic_launch differs: this run True, baseline False." \
+  "$work/programmatic.md" || fail "no programmatic launch warning"
+! grep -q "programmatic" "$work/report.md" || fail "programmatic launch named for plain runs"
 # A shape the baseline failed is listed among the failures, as the baseline's.
 failed='{"op": "rms_norm", "pass": "forward", "m": 16384, "n": 4096, "row_stride": 4096,
          "error": "launch failed"}'
