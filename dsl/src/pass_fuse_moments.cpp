@@ -106,6 +106,8 @@ ir::Program fuse_moments(const ir::Program& program) {
   // 32768 94.6 -> 88.2%). Again on an H100 (seventy-third session, heuristic, graph timing):
   // bf16 slower at 8 of 12 N (131072 -17.3 points, 32768 -8.4, 512 -5.4), faster only at 4096,
   // 8192 and 65536 (+1.8 to +2.7); fp32 slower at 5 (262144 -4.4), faster at one (5120 +1.0).
+  // Each at its own tuned best (seventy-seventh session, H100, bf16): 8192 91.9% against 88.5,
+  // 262144 82.4 against 81.3, but 16384 87.5 against 89.7 (docs/performance.md).
   const auto reachable = program.reachable_nodes();
   if (std::any_of(reachable.begin(), reachable.end(), [&](NodeId id) {
         const Node& n = program.graph->node(id);
