@@ -26,6 +26,10 @@ GOAL_PERCENT = {"forward": ((32768, 95.0), (None, 94.0)),
                 "backward": ((1024, 92.0), (None, 85.0))}
 # The recompute's goal: at least this share of the saved-statistics backward's TB/s, same shape.
 RECOMPUTE_SHARE = 0.95
+# Decode goals (issue 8, forwards at 1-256 rows): the kernel within this many times a copy of the
+# same bytes, and the host cost of a launch within this many times an empty kernel's.
+DECODE_KERNEL_LIMIT = 1.3
+DECODE_LAUNCH_LIMIT = 1.2
 IMPLEMENTATIONS = ("tilenorm", "eager", "compile")
 # Known passes in report order; others follow in alphabetical order.
 PASSES = ("forward", "backward", "recompute")
@@ -276,22 +280,35 @@ def decode_table(tilenorm, ours, eager, compiled):
             "statistics; not the workspace), timed the same way in the same run. Host: µs per "
             "call on the CPU, `Norm::launch` against a bare `cuLaunchKernel` of an empty kernel, "
             "while the GPU is kept busy. eager and compile: PyTorch's time per call, where "
-            "torch_compare timed the same shape.", "",
+            f"torch_compare timed the same shape. ✗ marks a forward kernel over "
+            f"{DECODE_KERNEL_LIMIT}× its copy and a launch over {DECODE_LAUNCH_LIMIT}× the empty "
+            "one (the goals).", "",
             "| op | pass | M | N | stride | kernel bytes | kernel µs | copy µs | kernel / copy "
             "| eager µs | compile µs | Norm::launch µs | cuLaunchKernel µs | launch / empty |",
             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+        kernels_within, launches_within, forwards = 0, 0, 0
         for key, row in rows:
             op, pass_name, m, n, stride = key
             decode = row["decode"]
-            kernel = (f"{row['median_us']:.2f}", f"{decode['kernel_over_copy']:.2f}×") \
+            over_copy = timed(row) and pass_name == "forward" and \
+                decode["kernel_over_copy"] > DECODE_KERNEL_LIMIT
+            kernel = (f"{row['median_us']:.2f}",
+                      f"{decode['kernel_over_copy']:.2f}×" + (" ✗" if over_copy else "")) \
                 if timed(row) else ("FAILED", "—")
+            if pass_name == "forward" and timed(row):
+                forwards += 1
+                kernels_within += not over_copy
+            over_empty = decode["launch_over_empty"] > DECODE_LAUNCH_LIMIT
+            launches_within += not over_empty
             lines.append(
                 f"| {op} | {pass_name} | {m} | {n} | {stride} | {decode['kernel_bytes']:.0f} "
                 f"| {kernel[0]} | {decode['copy_median_us']:.2f} | {kernel[1]} "
                 f"| {us_cell(eager.get(key))} | {us_cell(compiled.get(key))} "
                 f"| {decode['launch_us']:.2f} | {decode['empty_launch_us']:.2f} "
-                f"| {decode['launch_over_empty']:.2f}× |")
-        lines.append("")
+                f"| {decode['launch_over_empty']:.2f}×{' ✗' if over_empty else ''} |")
+        lines += ["", f"Forward kernels within {DECODE_KERNEL_LIMIT}× their copy: {kernels_within} "
+                  f"of {forwards}. Launches within {DECODE_LAUNCH_LIMIT}× an empty one: "
+                  f"{launches_within} of {len(rows)}.", ""]
     if checks:
         failed = sum(not check["ok"] for check in checks)
         lines += [f"CUDA graph of {' then '.join(checks[0].get('ops', ['layer_norm', 'rms_norm']))},"

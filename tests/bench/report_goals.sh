@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# bench/report.py: the goals by row length (forward and backward, ✓ marks and counts) and the
-# recompute against the saved backward (✗ below 0.95 of it). A tilenorm-bench JSON document
-# written here stands in for a device run. Exit 77 (skipped) without python3.
+# bench/report.py: the goals by row length (forward and backward, ✓ marks and counts), the
+# recompute against the saved backward (✗ below 0.95 of it), and the decode goals (✗ over them).
+# tilenorm-bench JSON documents written here stand in for device runs. Exit 77 (skipped) without
+# python3.
 source "$(dirname "$0")/report_test_setup.sh"
 
 # row OP PASS N PERCENT: one timed row of a run with a 4.0 TB/s ceiling.
@@ -42,6 +43,31 @@ expect "## recompute against saved"
 expect "| rms_norm | 512 | 131072 | 91.0% | 90.5% | 0.99 |"
 expect "| rms_norm | 4096 | 16384 | 86.0% | 80.0% | 0.93 ✗ |"
 expect "recompute at ≥ 0.95 of the saved backward: 1 of 2 shapes timed the same way. Lowest: 0.93, rms_norm 16384x4096."
+# Decode rows: a forward kernel over 1.3x its copy and a launch over 1.2x an empty one are marked;
+# a backward kernel has no such goal.
+python3 - "$work/run.json" "$work/decode.json" <<'PY'
+import json, sys
+document = json.load(open(sys.argv[1]))
+def decode_row(pass_name, m, kernel_us, copy_us, launch_us):
+    return {"op": "layer_norm", "pass": pass_name, "m": m, "n": 4096, "row_stride": 4096,
+            "bytes": 1, "timing": "graph", "median_us": kernel_us, "tbps": 1.0,
+            "percent_of_ceiling": 25.0, "config_text": "cfg", "config_source": "heuristic",
+            "decode": {"kernel_bytes": 16384, "copy_median_us": copy_us,
+                       "kernel_over_copy": kernel_us / copy_us, "launch_us": launch_us,
+                       "empty_launch_us": 2.0, "launch_over_empty": launch_us / 2.0}}
+document["rows"] = [decode_row("forward", 1, 2.25, 1.69, 2.1),
+                    decode_row("forward", 8, 2.10, 1.75, 2.6),
+                    decode_row("backward", 1, 7.30, 1.70, 2.2)]
+json.dump(document, open(sys.argv[2], "w"))
+PY
+python3 "$report" --tilenorm "$work/decode.json" --markdown "$work/decode.md" >/dev/null
+decode_line() {  # decode_line LINE: the decode report holds this line, whole
+  grep -qxF -- "$1" "$work/decode.md" || fail "no line '$1' in: $(cat "$work/decode.md")"
+}
+decode_line "| layer_norm | forward | 1 | 4096 | 4096 | 16384 | 2.25 | 1.69 | 1.33× ✗ | — | — | 2.10 | 2.00 | 1.05× |"
+decode_line "| layer_norm | forward | 8 | 4096 | 4096 | 16384 | 2.10 | 1.75 | 1.20× | — | — | 2.60 | 2.00 | 1.30× ✗ |"
+decode_line "| layer_norm | backward | 1 | 4096 | 4096 | 16384 | 7.30 | 1.70 | 4.29× | — | — | 2.20 | 2.00 | 1.10× |"
+decode_line "Forward kernels within 1.3× their copy: 1 of 2. Launches within 1.2× an empty one: 2 of 3."
 # A run without a recompute has no such table.
 python3 - "$work/run.json" "$work/forward.json" <<'PY'
 import json, sys
