@@ -334,6 +334,23 @@ def paired_cell(row, base, measure, text):
     return value, text(value)
 
 
+def share_text(limit):
+    """The cell text of a share: two decimals, ✗ below limit."""
+    return lambda share: f"{share:.2f}" + (" ✗" if share < limit else "")
+
+
+def share_summary(subject, limit, reference, shares, describe):
+    """The line under a table of shares ([(share, key)]): how many reach limit, and the lowest
+    (its key in words by describe)."""
+    at_goal = sum(share >= limit for share, _ in shares)
+    line = (f"{subject} at ≥ {limit:.2f} of {reference}: {at_goal} of {len(shares)} shapes "
+            "timed the same way.")
+    if shares:
+        lowest, key = min(shares)
+        line += f" Lowest: {lowest:.2f}, {describe(key)}."
+    return line
+
+
 def untuned_table(ours, heuristic):
     """Each shape's heuristic configuration (a run without the tuning database) against this
     run's, by % of each run's own copy ceiling; ✗ below UNTUNED_SHARE."""
@@ -354,18 +371,14 @@ def untuned_table(ours, heuristic):
         share, cell = paired_cell(
             untuned, tuned,
             lambda row, base: row["percent_of_ceiling"] / base["percent_of_ceiling"],
-            lambda share: f"{share:.2f}" + (" ✗" if share < UNTUNED_SHARE else ""))
+            share_text(UNTUNED_SHARE))
         if share is not None:
             shares.append((share, key))
         lines.append(f"| {op} | {pass_name} | {n} | {m} | {percent_cell(tuned)} "
                      f"| {config_cell(tuned)} | {percent_cell(untuned)} | {config_cell(untuned)} "
                      f"| {cell} |")
-    at_goal = sum(share >= UNTUNED_SHARE for share, _ in shares)
-    lines += ["", f"heuristic at ≥ {UNTUNED_SHARE:.2f} of the tuned figure: {at_goal} of "
-              f"{len(shares)} shapes timed the same way."]
-    if shares:
-        lowest, key = min(shares)
-        lines[-1] += f" Lowest: {lowest:.2f}, {key[0]} {key[1]} {shape_text(key)}."
+    lines += ["", share_summary("heuristic", UNTUNED_SHARE, "the tuned figure", shares,
+                                lambda key: f"{key[0]} {key[1]} {shape_text(key)}")]
     return lines
 
 
@@ -391,18 +404,14 @@ def recompute_table(ours):
         recompute = ours[key]
         share, cell = paired_cell(
             recompute, saved, lambda row, base: row["tbps"] / base["tbps"],
-            lambda share: f"{share:.2f}" + (" ✗" if share < RECOMPUTE_SHARE else ""))
+            share_text(RECOMPUTE_SHARE))
         if share is not None:
             shares.append((share, key))
         stride_cell = f" {key[4]} |" if strided else ""
         lines.append(f"| {key[0]} | {key[3]} | {key[2]} |{stride_cell} {percent_cell(saved)} "
                      f"| {percent_cell(recompute)} | {cell} |")
-    at_goal = sum(share >= RECOMPUTE_SHARE for share, _ in shares)
-    lines += ["", f"recompute at ≥ {RECOMPUTE_SHARE:.2f} of the saved backward: {at_goal} of "
-              f"{len(shares)} shapes timed the same way."]
-    if shares:
-        lowest, key = min(shares)
-        lines[-1] += f" Lowest: {lowest:.2f}, {key[0]} {shape_text(key)}."
+    lines += ["", share_summary("recompute", RECOMPUTE_SHARE, "the saved backward", shares,
+                                lambda key: f"{key[0]} {shape_text(key)}")]
     return lines
 
 
