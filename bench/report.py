@@ -589,6 +589,9 @@ def markdown(tilenorm, torch, heuristic=None, baseline=None, variants=()):
         lines += [f"- {row['op']} {row_pass(row)} {row.get('impl', run)} "
                   f"{shape_text(row_key(row))}: {' '.join(row['error'].split())}"
                   for row, run in failures]  # one line each
+    # Sections join with a blank line; a table that ends with one would make two.
+    lines = [line for index, line in enumerate(lines)
+             if line or index == 0 or lines[index - 1]]
     return "\n".join(lines) + "\n"
 
 

@@ -43,6 +43,9 @@ expect "## recompute against saved"
 expect "| rms_norm | 512 | 131072 | 91.0% | 90.5% | 0.99 |"
 expect "| rms_norm | 4096 | 16384 | 86.0% | 80.0% | 0.93 ✗ |"
 expect "recompute at ≥ 0.95 of the saved backward: 1 of 2 shapes timed the same way. Lowest: 0.93, rms_norm 16384x4096."
+# Sections are one blank line apart, also where a table ends without a count under it.
+python3 -c "import sys; sys.exit('\n\n\n' in open(sys.argv[1]).read())" "$work/report.md" ||
+  fail "two blank lines in a row"
 # Decode rows: a forward kernel over 1.3x its copy and a launch over 1.2x an empty one are marked;
 # a backward kernel has no such goal.
 python3 - "$work/run.json" "$work/decode.json" <<'PY'
