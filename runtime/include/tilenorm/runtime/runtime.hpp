@@ -169,8 +169,8 @@ struct RuntimeOptions {
   std::string heuristic_device{};
   // On sm_90 and later, launch with programmatic dependent launch: each kernel may be scheduled
   // while the previous kernel in its stream finishes, and waits for it on the GPU before it
-  // touches memory (tn::overlap_launches in the generated code), so the launch's latency and
-  // the CTAs' start overlap that kernel's last wave. Results are the same either way. Not for
+  // touches memory (tn::wait_for_previous_grid in the generated code), so the launch's latency
+  // and the CTAs' start overlap that kernel's last wave. Results are the same either way. Not for
   // software clusters (a cooperative launch), persistent grids of as many row blocks as fit at
   // once, or older GPUs, which launch as before.
   bool programmatic_launch = false;
