@@ -29,7 +29,7 @@ constexpr const char* kDescription =
 struct DumpOptions {
   std::string kernel, dtype = "bf16", n = "4096", m;
   std::string threads_per_row, rows_per_cta, vec, storage, ctas_per_row = "1", arch, cubin;
-  std::string load_pin = "rule";
+  std::string load_pin = "rule", moments = "rule";
   bool source_only = false, ir_only = false, backward = false, recompute = false;
   bool misaligned = false, shift_per_row = false, early_columns = false;
 };
@@ -69,6 +69,11 @@ int dump(const std::vector<std::string>& args) {
       "row block's loads: before the row's exchange, nowhere, or before its warps' sums are "
       "combined (KernelConfig::load_pin)",
       "P");
+  cli::add_value(app, "--moments", o.moments,
+                 "rule (default), on or off: whether centered sums become co-moments, which "
+                 "the rule does only in forwards (KernelConfig::moments); the IR printed is the "
+                 "one lowered so",
+                 "F");
   auto* source_only = app.add_flag(
       "--source-only", o.source_only,
       "print only the self-contained source (prelude included), which `nvcc -arch=sm_90 -c` "
@@ -140,13 +145,15 @@ int dump(const std::vector<std::string>& args) {
         static_cast<int>(cli::parse_integer("--vec", o.vec, 1, kMaxKnob)),
         static_cast<int>(cli::parse_row_storage("--storage", o.storage)),
         static_cast<int>(cli::parse_integer("--ctas-per-row", o.ctas_per_row, 1, 16)),
-        tn::kPinByRule};
+        tn::kPinByRule,
+        tn::kMomentsByRule};
   } else {
     spec.config =
         tn::heuristic_config(lowered, spec.io_dtype, spec.param_dtype, n,
                              arch_limits.value_or(tn::DeviceLimits::hopper()), 0, o.misaligned, m);
   }
   spec.config.load_pin = static_cast<int>(cli::parse_load_pin("--load-pin", o.load_pin));
+  spec.config.moments = static_cast<int>(cli::parse_moment_fusion("--moments", o.moments));
   spec.shift_per_row = o.shift_per_row;
   spec.early_columns = o.early_columns;
   if (arch_limits) spec = tn::fit_shared_memory(lowered, spec, *arch_limits);
@@ -162,7 +169,9 @@ int dump(const std::vector<std::string>& args) {
     std::cout << generated->source;
     return cli::kExitOk;
   }
-  std::cout << "// ---- IR\n" << lowered.to_string();
+  std::cout
+      << "// ---- IR\n"
+      << tn::with_moments(lowered, static_cast<tn::MomentFusion>(spec.config.moments)).to_string();
   if (generated) {
     std::cout << "// ---- CUDA (prelude omitted; --source-only includes it)\n"
               << generated->source.substr(tn::device_prelude().size());

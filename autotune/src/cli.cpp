@@ -127,6 +127,11 @@ RowStorage parse_row_storage(std::string_view flag, std::string_view text) {
   return parse_named(flag, text, storages, row_storage_name);
 }
 
+MomentFusion parse_moment_fusion(std::string_view flag, std::string_view text) {
+  return parse_named(flag, text, {MomentFusion::rule, MomentFusion::on, MomentFusion::off},
+                     moment_fusion_name);
+}
+
 LoadPin parse_load_pin(std::string_view flag, std::string_view text) {
   return parse_named(flag, text, {LoadPin::rule, LoadPin::on, LoadPin::off, LoadPin::early},
                      load_pin_name);

@@ -48,6 +48,7 @@ std::vector<int> domain_for_field(const std::string& field, DType io_dtype, DTyp
   if (field == "ctas_per_row") return every_value(1, kMaxClusterCtas);
   if (field == "row_storage") return every_value(0, kRowStorageCount - 1);
   if (field == "load_pin") return every_value(0, kLoadPinCount - 1);
+  if (field == "moments") return every_value(0, kMomentFusionCount - 1);
   throw Error("KernelConfig field '" + field +
               "' has no autotuning domain: add one to domain_for_field() in "
               "autotune/src/search_space.cpp");
@@ -103,6 +104,28 @@ std::optional<PrunedCandidate> prune(const Context& context, const KernelConfig&
   auto pruned = [&](PruneRule rule, std::string reason) {
     return std::optional<PrunedCandidate>(PrunedCandidate{config, rule, std::move(reason)});
   };
+  // Moments other than the rule's are searched where they lower the program another way, in
+  // programs that sum across rows, on clusters that fetch the next row block ahead: there the
+  // phase that co-moments save is a cluster exchange that stalls the fetch, and they won at some
+  // such configurations and lost at others (seventy-seventh session); on one CTA it is a CTA
+  // barrier. They also make pipelined slices valid (one phase). Forwards keep the rule's
+  // co-moments, which won them (fifth session). First, and cheap: two thirds of the enumerated
+  // space ends here.
+  if (const auto fusion = static_cast<MomentFusion>(config.moments); fusion != MomentFusion::rule) {
+    const std::string choice = "moments " + std::string(moment_fusion_name(fusion));
+    if (&with_moments(context.program, fusion) == &context.program) {
+      return pruned(PruneRule::moments_scope,
+                    choice + " lowers the program as the rule does (moments rule)");
+    }
+    if (!context.plan.needs_finish()) {
+      return pruned(PruneRule::moments_scope,
+                    choice + " is searched in programs that sum across rows, not in forwards");
+    }
+    if (config.ctas_per_row == 1 || !fetches_ahead(static_cast<RowStorage>(config.row_storage))) {
+      return pruned(PruneRule::moments_scope,
+                    choice + " is searched on clusters that fetch the next row block ahead");
+    }
+  }
   KernelSpec spec{context.io_dtype, context.param_dtype, context.n, config};
   spec.peel_rows = context.peel_rows;
   spec = fit_shared_memory(context.program, spec, context.limits);
@@ -406,6 +429,8 @@ std::string_view prune_rule_name(PruneRule rule) {
       return "ragged odd-sized cluster";
     case PruneRule::load_pin_scope:
       return "load pin outside its scope";
+    case PruneRule::moments_scope:
+      return "moments outside their scope";
   }
   return "?";
 }
@@ -492,6 +517,7 @@ std::string short_config(const KernelConfig& config) {
     const int value = hana::second(accessor)(config);
     if (field == "ctas_per_row" && value == 1) return;       // no cluster: the common case, unsaid
     if (field == "load_pin" && value == kPinByRule) return;  // likewise
+    if (field == "moments" && value == kMomentsByRule) return;
     if (!text.empty()) text += ' ';
     if (field == "row_storage") {
       text += row_storage_name(static_cast<RowStorage>(value));
@@ -503,6 +529,10 @@ std::string short_config(const KernelConfig& config) {
     }
     if (field == "load_pin" && value >= 0 && value < kLoadPinCount) {
       text += "pin=" + std::string(load_pin_name(static_cast<LoadPin>(value)));
+      return;
+    }
+    if (field == "moments" && value >= 0 && value < kMomentFusionCount) {
+      text += "moments=" + std::string(moment_fusion_name(static_cast<MomentFusion>(value)));
       return;
     }
     std::string initials;

@@ -69,18 +69,21 @@ bool KernelConfig::operator==(const KernelConfig& other) const {
   return reflect::equal(*this, other);
 }
 std::string KernelConfig::describe() const {
-  // Row storage and the load pin by name: a bare number says nothing to a reader. The pin left
-  // to its rule is not said (most kernels have no pin to choose).
-  return reflect::describe(*this,
-                           [](std::string_view field, int value) -> std::optional<std::string> {
-                             if (field == "row_storage" && value >= 0 && value < kRowStorageCount)
-                               return std::string(row_storage_name(static_cast<RowStorage>(value)));
-                             if (field == "load_pin" && value == static_cast<int>(LoadPin::rule))
-                               return std::nullopt;
-                             if (field == "load_pin" && value > 0 && value < kLoadPinCount)
-                               return std::string(load_pin_name(static_cast<LoadPin>(value)));
-                             return std::to_string(value);
-                           });
+  // Row storage, the load pin and the moments by name: a bare number says nothing to a reader.
+  // A pin or moments left to its rule is not said (most kernels have no such choice).
+  return reflect::describe(
+      *this, [](std::string_view field, int value) -> std::optional<std::string> {
+        if (field == "row_storage" && value >= 0 && value < kRowStorageCount)
+          return std::string(row_storage_name(static_cast<RowStorage>(value)));
+        if (field == "load_pin" && value == static_cast<int>(LoadPin::rule)) return std::nullopt;
+        if (field == "load_pin" && value > 0 && value < kLoadPinCount)
+          return std::string(load_pin_name(static_cast<LoadPin>(value)));
+        if (field == "moments" && value == static_cast<int>(MomentFusion::rule))
+          return std::nullopt;
+        if (field == "moments" && value > 0 && value < kMomentFusionCount)
+          return std::string(moment_fusion_name(static_cast<MomentFusion>(value)));
+        return std::to_string(value);
+      });
 }
 
 std::size_t KernelPlan::workspace_floats(std::int64_t partial_rows, std::int64_t n) const {
@@ -115,6 +118,13 @@ using ir::Node;
 using ir::NodeId;
 using ir::Op;
 using ir::Shape;
+
+// The program lowered as the configuration's moments knob asks (with_moments). Every function
+// here that takes a program and a spec starts from it, so all of them size the kernel that
+// generate_cuda() writes.
+const LoweredProgram& configured(const LoweredProgram& program, const KernelSpec& spec) {
+  return with_moments(program, static_cast<MomentFusion>(spec.config.moments));
+}
 
 const char* cuda_type(DType t) {
   switch (t) {
@@ -250,7 +260,8 @@ bool adds_partials_before_row_barrier(const LoweredProgram& lp, const KernelSpec
 
 }  // namespace
 
-bool can_pin_next_row_loads(const LoweredProgram& lp, const KernelSpec& spec) {
+bool can_pin_next_row_loads(const LoweredProgram& program, const KernelSpec& spec) {
+  const LoweredProgram& lp = configured(program, spec);
   return spec.config.ctas_per_row > 1 &&
          static_cast<RowStorage>(spec.config.row_storage) == RowStorage::prefetched &&
          plan_kernels(lp).persistent;
@@ -263,7 +274,8 @@ bool can_pin_next_row_loads(const LoweredProgram& lp, const KernelSpec& spec) {
 // (early) gained 5-7 points for fp16 LayerNorm and LayerNorm without bias at 65536-262144 on
 // clusters of 16 and held bf16 LayerNorm within 2, but lost up to 5.6 at 32768 (H100,
 // fifty-eighth session): early from rows of kEarlyPinMinRowVectors on clusters of 16, else off.
-LoadPin next_row_loads_pin(const LoweredProgram& lp, const KernelSpec& spec) {
+LoadPin next_row_loads_pin(const LoweredProgram& program, const KernelSpec& spec) {
+  const LoweredProgram& lp = configured(program, spec);
   if (!can_pin_next_row_loads(lp, spec)) return LoadPin::off;
   const auto pin = static_cast<LoadPin>(spec.config.load_pin);
   if (pin != LoadPin::rule) return pin;
@@ -277,7 +289,8 @@ LoadPin next_row_loads_pin(const LoweredProgram& lp, const KernelSpec& spec) {
 // With shift_per_row the copy of the column parameters is laid out at no shift, one chunk
 // longer per sweep and word-major, and each chunk is read as its words at the row's shift
 // (store_stash_chunk_words, load_stashed_chunk_shifted).
-bool can_shift_per_row(const LoweredProgram& lp, const KernelSpec& spec) {
+bool can_shift_per_row(const LoweredProgram& program, const KernelSpec& spec) {
+  const LoweredProgram& lp = configured(program, spec);
   if (!spec.peel_rows || !persistent_kernel(lp, spec) || spec.config.rows_per_cta != 1)
     return false;
   const auto storage = static_cast<RowStorage>(spec.config.row_storage);
@@ -294,13 +307,15 @@ bool reads_column(const ir::Slot& slot) {
 
 }  // namespace
 
-bool can_fetch_columns_early(const LoweredProgram& lp, const KernelSpec& spec) {
+bool can_fetch_columns_early(const LoweredProgram& program, const KernelSpec& spec) {
+  const LoweredProgram& lp = configured(program, spec);
   return !spec.peel_rows && spec.config.ctas_per_row == 1 && !persistent_kernel(lp, spec) &&
          static_cast<RowStorage>(spec.config.row_storage) == RowStorage::registers &&
          std::any_of(lp.program.slots.begin(), lp.program.slots.end(), reads_column);
 }
 
-std::int64_t early_column_vectors(const LoweredProgram& lp, const KernelSpec& spec) {
+std::int64_t early_column_vectors(const LoweredProgram& program, const KernelSpec& spec) {
+  const LoweredProgram& lp = configured(program, spec);
   const auto columns =
       std::count_if(lp.program.slots.begin(), lp.program.slots.end(), reads_column);
   return geometry(spec).iters * static_cast<std::int64_t>(columns);
@@ -529,7 +544,8 @@ std::int64_t row_input_bytes(const LoweredProgram& program, DType io_dtype, DTyp
 // (RMSNorm forward N = 262144 72.7 -> 79.7%, backward 32768 57.7 -> 62.3%), while persistent
 // kernels of one CTA per row lost up to 9 (LayerNorm backward N = 5120 73.9 -> 64.6%): there the
 // parameters stay in L1 from row to row.
-std::size_t column_stash_bytes(const LoweredProgram& lp, const KernelSpec& spec) {
+std::size_t column_stash_bytes(const LoweredProgram& program, const KernelSpec& spec) {
+  const LoweredProgram& lp = configured(program, spec);
   // A persistent kernel that peels one row per CTA (at one shift for all of its rows: see
   // peeled_grid in the runtime) keeps a copy at that shift, which spares every row the
   // extraction of its misaligned column chunks from two aligned vectors: in LayerNorm's
@@ -571,7 +587,8 @@ std::size_t column_stash_bytes(const LoweredProgram& lp, const KernelSpec& spec)
 // registers (declared in codegen.hpp). Each thread owns ITERS * VEC slots per sum, strided by the
 // CTA's thread count so that a warp's accesses fall in 32 different banks; they cost shared-memory
 // traffic instead of registers, which buys CTAs per SM where the sums are long.
-std::size_t shared_partials_bytes(const LoweredProgram& lp, const KernelSpec& spec) {
+std::size_t shared_partials_bytes(const LoweredProgram& program, const KernelSpec& spec) {
+  const LoweredProgram& lp = configured(program, spec);
   const std::int64_t sums = plan_kernels(lp).column_partials;
   if (sums == 0 || spec.partials_in_registers) return 0;
   const Geometry g = geometry(spec);
@@ -582,7 +599,8 @@ std::size_t shared_partials_bytes(const LoweredProgram& lp, const KernelSpec& sp
              : 0;
 }
 
-std::size_t dynamic_shared_memory_bytes(const LoweredProgram& lp, const KernelSpec& spec) {
+std::size_t dynamic_shared_memory_bytes(const LoweredProgram& program, const KernelSpec& spec) {
+  const LoweredProgram& lp = configured(program, spec);
   return row_stash_bytes(lp, spec) + shared_partials_bytes(lp, spec) +
          column_stash_bytes(lp, spec) + staging_bytes(lp, spec);
 }
@@ -2687,7 +2705,8 @@ class Emitter {
 
 }  // namespace
 
-std::optional<std::string> config_problem(const LoweredProgram& lp, const KernelSpec& spec) {
+std::optional<std::string> config_problem(const LoweredProgram& program, const KernelSpec& spec) {
+  const LoweredProgram& lp = configured(program, spec);
   const auto& c = spec.config;
   const std::size_t element_bytes =
       std::max(dtype_size(spec.io_dtype), dtype_size(spec.param_dtype));
@@ -2734,6 +2753,9 @@ std::optional<std::string> config_problem(const LoweredProgram& lp, const Kernel
            std::string(row_storage_name(storage)) + ", ctas_per_row " +
            std::to_string(c.ctas_per_row) +
            (plan_kernels(lp).persistent ? "" : ", a program that does not") + "); use 0 (rule)";
+  }
+  if (c.moments < 0 || c.moments >= kMomentFusionCount) {
+    return "moments must be 0 (rule), 1 (on) or 2 (off), got " + std::to_string(c.moments);
   }
   if (c.ctas_per_row > 1 && c.rows_per_cta != 1 && spec.peel_rows) {
     return "peel_rows (rows that start misaligned) on a cluster needs rows_per_cta 1 with "
@@ -2818,12 +2840,14 @@ std::int64_t register_budget(const KernelSpec& spec) {
 }
 
 // Each column partial sum kept in registers takes ITERS * VEC floats per thread.
-std::int64_t column_partial_registers(const LoweredProgram& lp, const KernelSpec& spec) {
+std::int64_t column_partial_registers(const LoweredProgram& program, const KernelSpec& spec) {
+  const LoweredProgram& lp = configured(program, spec);
   if (shared_partials_bytes(lp, spec) > 0) return 0;
   return geometry(spec).iters * spec.config.vec * plan_kernels(lp).column_partials;
 }
 
-bool rows_fit_registers(const LoweredProgram& lp, const KernelSpec& spec) {
+bool rows_fit_registers(const LoweredProgram& program, const KernelSpec& spec) {
+  const LoweredProgram& lp = configured(program, spec);
   return held_registers(lp, spec) <= register_budget(spec);
 }
 
@@ -2832,7 +2856,7 @@ GeneratedKernel generate_cuda(const LoweredProgram& program, const KernelSpec& s
     throw ProgramError("cannot generate '" + program.program.name + "' with " +
                        spec.config.describe() + ": " + *problem);
   }
-  return Emitter(program, spec).run();
+  return Emitter(configured(program, spec), spec).run();
 }
 
 }  // namespace tilenorm

@@ -94,22 +94,26 @@ class MomentFuser {
 
 }  // namespace
 
-ir::Program fuse_moments(const ir::Program& program) {
-  // Not in programs that sum across rows (the derived backwards): measured on the H200 (bf16,
-  // 2026-11-30), LayerNorm's recomputing backward in one phase with two co-moments ran 1-7
-  // points of the copy ceiling slower than in two phases at N = 2048-262144. Those kernels
-  // are held back by their column partial sums, not by the barrier the co-moment saves, and
-  // the co-moments' extra arithmetic and registers cost more than it. Re-measured with the
-  // seventeenth session's finishing kernel (eighteenth session, run 2, heuristic, M = 2^26 / N):
-  // bf16 slower at 11 of 12 N (4096 87.8 -> 82.1%, 8192 84.8 -> 78.7%, 131072 57.0 -> 50.3%;
-  // the cluster kernels take 165 registers against 128), fp32 mixed (5120 89.5 -> 94.6%,
+ir::Program fuse_moments(const ir::Program& program, MomentFusion fusion) {
+  if (fusion == MomentFusion::off) return program;
+  // By the rule, not in programs that sum across rows (the derived backwards): measured on the
+  // H200 (bf16, 2026-11-30), LayerNorm's recomputing backward in one phase with two co-moments
+  // ran 1-7 points of the copy ceiling slower than in two phases at N = 2048-262144. Those
+  // kernels are held back by their column partial sums, not by the barrier the co-moment
+  // saves, and the co-moments' extra arithmetic and registers cost more than it. Re-measured
+  // with the seventeenth session's finishing kernel (eighteenth session, run 2, heuristic, M =
+  // 2^26 / N): bf16 slower at 11 of 12 N (4096 87.8 -> 82.1%, 8192 84.8 -> 78.7%, 131072 57.0 ->
+  // 50.3%; the cluster kernels take 165 registers against 128), fp32 mixed (5120 89.5 -> 94.6%,
   // 32768 94.6 -> 88.2%). Again on an H100 (seventy-third session, heuristic, graph timing):
   // bf16 slower at 8 of 12 N (131072 -17.3 points, 32768 -8.4, 512 -5.4), faster only at 4096,
   // 8192 and 65536 (+1.8 to +2.7); fp32 slower at 5 (262144 -4.4), faster at one (5120 +1.0).
   // Each at its own tuned best (seventy-seventh session, H100, bf16): 8192 91.9% against 88.5,
-  // 262144 82.4 against 81.3, but 16384 87.5 against 89.7 (docs/performance.md).
+  // 262144 82.4 against 81.3, but 16384 87.5 against 89.7 (docs/performance.md). No rule by N
+  // or configuration separates the gains from the losses, so the tuner chooses
+  // (KernelConfig::moments).
   const auto reachable = program.reachable_nodes();
-  if (std::any_of(reachable.begin(), reachable.end(), [&](NodeId id) {
+  if (fusion == MomentFusion::rule &&
+      std::any_of(reachable.begin(), reachable.end(), [&](NodeId id) {
         const Node& n = program.graph->node(id);
         return ir::is_reduction(n.op) && n.axis == ir::Axis::across_rows;
       }))

@@ -1,6 +1,8 @@
 #include <algorithm>
 #include <iostream>
+#include <memory>
 #include <sstream>
+#include <string>
 
 #include "tilenorm/dsl/env.hpp"
 #include "tilenorm/dsl/passes.hpp"
@@ -34,6 +36,39 @@ std::string LoweredProgram::to_string() const {
   return out.str();
 }
 
+const LoweredProgram& with_moments(const LoweredProgram& lowered, MomentFusion fusion) {
+  if (fusion == MomentFusion::on && lowered.moments_on) return *lowered.moments_on;
+  if (fusion == MomentFusion::off && lowered.moments_off) return *lowered.moments_off;
+  return lowered;
+}
+
+std::string_view moment_fusion_name(MomentFusion fusion) {
+  switch (fusion) {
+    case MomentFusion::rule:
+      return "rule";
+    case MomentFusion::on:
+      return "on";
+    case MomentFusion::off:
+      return "off";
+  }
+  return "?";
+}
+
+namespace {
+
+// The pipeline from fuse_moments on, which KernelConfig::moments may run another way.
+LoweredProgram lower_factored(const ir::Program& factored, MomentFusion fusion, bool dumping) {
+  ir::Program fused = passes::cse(passes::fuse_moments(factored, fusion));
+  if (dumping) dump("fuse_moments", fused.to_string());
+  ir::Program hoisted = passes::cse(passes::hoist_reciprocals(fused));
+  if (dumping) dump("hoist_reciprocals", hoisted.to_string());
+  LoweredProgram lowered = passes::schedule_reductions(hoisted);
+  if (dumping) dump("schedule_reductions", lowered.to_string());
+  return lowered;
+}
+
+}  // namespace
+
 LoweredProgram lower(const ir::Program& program) {
   const bool dumping = env_flag("TILENORM_DUMP_IR");
   if (dumping) dump("front end", program.to_string());
@@ -45,12 +80,15 @@ LoweredProgram lower(const ir::Program& program) {
   if (dumping) dump("cse", shared.to_string());
   ir::Program factored = passes::cse(passes::factor_reductions(shared));
   if (dumping) dump("factor_reductions", factored.to_string());
-  ir::Program fused = passes::cse(passes::fuse_moments(factored));
-  if (dumping) dump("fuse_moments", fused.to_string());
-  ir::Program hoisted = passes::cse(passes::hoist_reciprocals(fused));
-  if (dumping) dump("hoist_reciprocals", hoisted.to_string());
-  LoweredProgram lowered = passes::schedule_reductions(hoisted);
-  if (dumping) dump("schedule_reductions", lowered.to_string());
+  LoweredProgram lowered = lower_factored(factored, MomentFusion::rule, dumping);
+  const std::string by_rule = lowered.to_string();
+  auto other_than_rule = [&](MomentFusion fusion) -> std::shared_ptr<const LoweredProgram> {
+    auto other = std::make_shared<LoweredProgram>(lower_factored(factored, fusion, false));
+    if (other->to_string() == by_rule) return nullptr;
+    return other;
+  };
+  lowered.moments_on = other_than_rule(MomentFusion::on);
+  lowered.moments_off = other_than_rule(MomentFusion::off);
   return lowered;
 }
 

@@ -138,7 +138,7 @@ int fewest_threads(std::int64_t chunks, std::int64_t per_thread, int narrowest, 
 KernelConfig with_rows(int threads_per_row, int vec, RowStorage storage,
                        int cta_threads = kStackedCtaThreads) {
   const int rows = std::max(1, cta_threads / threads_per_row);
-  return {threads_per_row, rows, vec, static_cast<int>(storage), 1, kPinByRule};
+  return {threads_per_row, rows, vec, static_cast<int>(storage), 1, kPinByRule, kMomentsByRule};
 }
 
 }  // namespace
@@ -489,7 +489,8 @@ struct Rows {
     const std::size_t l2_percent =
         comoments && sixteen_bit_vectors ? kRereadThriceL2Percent : kRereadL2Percent;
     if (in_flight_bytes * 100 > limits.l2_bytes * l2_percent) return std::nullopt;
-    const KernelConfig global{threads, 1, vec, static_cast<int>(RowStorage::global), 1, kPinByRule};
+    const KernelConfig global{
+        threads, 1, vec, static_cast<int>(RowStorage::global), 1, kPinByRule, kMomentsByRule};
     if (!fits(global)) return std::nullopt;
     return global;
   }
@@ -517,11 +518,13 @@ struct Rows {
       return std::nullopt;
     std::optional<KernelConfig> config;
     if (!comoments && chunks > 2 * 1024 && chunks <= kSixteenBitMidRowVectors) {
-      config = KernelConfig{256, 1, vec, static_cast<int>(RowStorage::registers), 1, kPinByRule};
+      config = KernelConfig{256, 1,          vec,           static_cast<int>(RowStorage::registers),
+                            1,   kPinByRule, kMomentsByRule};
     } else if (comoments && chunks > kSixteenBitMidComomentVectors &&
                chunks < kForwardClusterRowVectors) {
       if (launch_rows > 0 && m_bucket(launch_rows) <= resident_ctas(512)) return std::nullopt;
-      config = KernelConfig{512, 1, vec, static_cast<int>(RowStorage::prefetched), 1, kPinByRule};
+      config = KernelConfig{
+          512, 1, vec, static_cast<int>(RowStorage::prefetched), 1, kPinByRule, kMomentsByRule};
     }
     if (!config || !fits(*config)) return std::nullopt;
     return config;
@@ -551,9 +554,9 @@ struct Rows {
         static_cast<int>(std::max<std::int64_t>(kShortBackwardMinThreads, chunks / 2));
     const int cta_threads =
         recomputing_backward && !two_column_sums ? kSmallPersistentCta : kStackedCtaThreads;
-    const KernelConfig config{threads, cta_threads / threads,
-                              vec,     static_cast<int>(RowStorage::prefetched),
-                              1,       kPinByRule};
+    const KernelConfig config{
+        threads,    cta_threads / threads, vec, static_cast<int>(RowStorage::prefetched), 1,
+        kPinByRule, kMomentsByRule};
     if (!fits(config)) return std::nullopt;
     return config;
   }
@@ -615,7 +618,8 @@ struct Rows {
       return std::nullopt;
     }
     const KernelConfig config{
-        threads, kStackedCtaThreads / threads, vec, static_cast<int>(storage), 1, kPinByRule};
+        threads,       kStackedCtaThreads / threads, vec, static_cast<int>(storage), 1, kPinByRule,
+        kMomentsByRule};
     const std::int64_t rows_per_pass = resident_ctas(kStackedCtaThreads) * config.rows_per_cta;
     if (launch_rows > 0 && m_bucket(launch_rows) < rows_per_pass) return std::nullopt;
     if (!fits(config)) return std::nullopt;
@@ -669,7 +673,8 @@ struct Rows {
         row_input_count(program) != 1 || !limits.clusters() ||
         chunks <= kForwardClusterRowVectors || chunks > longest)
       return std::nullopt;
-    const KernelConfig config{512, 1, vec, static_cast<int>(RowStorage::registers), 1, kPinByRule};
+    const KernelConfig config{
+        512, 1, vec, static_cast<int>(RowStorage::registers), 1, kPinByRule, kMomentsByRule};
     if (!fits(config)) return std::nullopt;
     return config;
   }
@@ -693,9 +698,13 @@ struct Rows {
       if (chunks % sweep != 0) continue;
       const std::int64_t ctas = chunks / sweep;
       if (ctas < 3 || ctas > most_ctas || is_power_of_two(ctas)) continue;
-      const KernelConfig config{
-          threads,   1, vec, static_cast<int>(RowStorage::prefetched), static_cast<int>(ctas),
-          kPinByRule};
+      const KernelConfig config{threads,
+                                1,
+                                vec,
+                                static_cast<int>(RowStorage::prefetched),
+                                static_cast<int>(ctas),
+                                kPinByRule,
+                                kMomentsByRule};
       if (fits(config)) return config;
     }
     return std::nullopt;
@@ -739,9 +748,10 @@ struct Rows {
         chunks < kClusterRowVectors && chunks % kStackedSliceVectors == 0 && limits.clusters()) {
       const auto ctas = static_cast<int>(chunks / kStackedSliceVectors);
       const int threads = static_cast<int>(kStackedSliceVectors / kClusterVectorsPerThread);
-      const KernelConfig config{threads, stacked_cluster_rows(program, threads, chunks),
-                                vec,     static_cast<int>(RowStorage::prefetched),
-                                ctas,    kPinByRule};
+      const KernelConfig config{threads,       stacked_cluster_rows(program, threads, chunks),
+                                vec,           static_cast<int>(RowStorage::prefetched),
+                                ctas,          kPinByRule,
+                                kMomentsByRule};
       if (ctas <= limits.cluster_ctas && fits(config)) return config;
     }
     // LayerNorm's aligned bf16 rows of kClusterRowVectors (N = 16384) take the configurations
@@ -760,13 +770,21 @@ struct Rows {
     if (tuned_two_sum_rows && chunks == kClusterRowVectors) {
       const KernelConfig config =
           !recomputing_backward
-              ? KernelConfig{64, 4, vec, static_cast<int>(RowStorage::prefetched), 8, kPinByRule}
-              : KernelConfig{256, 1, vec, static_cast<int>(RowStorage::prefetched), 4, kPinByRule};
+              ? KernelConfig{64,
+                             4,
+                             vec,
+                             static_cast<int>(RowStorage::prefetched),
+                             8,
+                             kPinByRule,
+                             kMomentsByRule}
+              : KernelConfig{
+                    256, 1,          vec,           static_cast<int>(RowStorage::prefetched),
+                    4,   kPinByRule, kMomentsByRule};
       if (fits(config)) return config;
     }
     if (tuned_two_sum_rows && recomputing_backward && chunks == kStackedClusterRowVectors) {
-      const KernelConfig config{128, 2,         vec, static_cast<int>(RowStorage::prefetched),
-                                4,   kPinByRule};
+      const KernelConfig config{
+          128, 2, vec, static_cast<int>(RowStorage::prefetched), 4, kPinByRule, kMomentsByRule};
       if (fits(config)) return config;
     }
     // RMSNorm's recompute (one column sum) on aligned bf16 rows of kClusterRowVectors takes the
@@ -777,8 +795,8 @@ struct Rows {
     // Not LayerNorm without bias (two reduction phases, so two exchanges per row): unmeasured.
     if (tuned_cluster_rows && recomputing_backward && !two_column_sums && single_phase &&
         chunks == kClusterRowVectors) {
-      const KernelConfig config{128, 1,         vec, static_cast<int>(RowStorage::prefetched),
-                                8,   kPinByRule};
+      const KernelConfig config{
+          128, 1, vec, static_cast<int>(RowStorage::prefetched), 8, kPinByRule, kMomentsByRule};
       if (fits(config)) return config;
     }
     const bool cluster_backward =
@@ -838,7 +856,8 @@ struct Rows {
                                 vec,
                                 static_cast<int>(RowStorage::prefetched),
                                 1,
-                                kPinByRule};
+                                kPinByRule,
+                                kMomentsByRule};
       if (copied.threads_per_row <= 1024 && fits(copied) &&
           column_stash_bytes(program, {io_dtype, param_dtype, n, copied, peel_rows}) > 0)
         return copied;
@@ -969,7 +988,8 @@ struct Rows {
                                     vec,
                                     static_cast<int>(RowStorage::prefetched),
                                     long_ctas,
-                                    kPinByRule};
+                                    kPinByRule,
+                                    kMomentsByRule};
           if (fits(config)) return config;
         }
         if (comoments && !peel_rows) {
@@ -987,7 +1007,8 @@ struct Rows {
       if (!persistent && ctas == most_ctas && widest_slice > kLongSliceThreads * per_thread &&
           widest_slice <= kLongSliceThreads * 2 * per_thread) {
         const KernelConfig config{
-            kLongSliceThreads, 1, vec, static_cast<int>(RowStorage::prefetched), ctas, kPinByRule};
+            kLongSliceThreads, 1, vec, static_cast<int>(RowStorage::prefetched), ctas, kPinByRule,
+            kMomentsByRule};
         if (fits(config)) return config;
       }
       // Peeled rows of a 16-bit backward of more than two and at most four kClusterRowVectors
@@ -1005,7 +1026,8 @@ struct Rows {
           !(recomputing_backward && !single_phase) && body_vectors > 2 * kClusterRowVectors &&
           body_vectors <= 4 * kClusterRowVectors) {
         const KernelConfig config{
-            kLongSliceThreads / 2, 1, vec, static_cast<int>(RowStorage::prefetched), 8, kPinByRule};
+            kLongSliceThreads / 2, 1, vec, static_cast<int>(RowStorage::prefetched), 8, kPinByRule,
+            kMomentsByRule};
         if (fits(config)) return config;
       }
       // A recomputing bf16 backward at twice kClusterRowVectors (N = 32768) runs two vectors per
@@ -1039,11 +1061,13 @@ struct Rows {
         const int stacked = stacked_cluster_rows(program, threads, chunks);
         if (cluster_backward && !peel_rows && stacked > 1) {
           const KernelConfig config{
-              threads, stacked, vec, static_cast<int>(RowStorage::prefetched), split, kPinByRule};
+              threads, stacked,    vec,           static_cast<int>(RowStorage::prefetched),
+              split,   kPinByRule, kMomentsByRule};
           if (fits(config)) return config;
         }
         for (RowStorage storage : {RowStorage::prefetched, RowStorage::registers}) {
-          const KernelConfig config{threads, 1, vec, static_cast<int>(storage), split, kPinByRule};
+          const KernelConfig config{threads, 1,          vec,           static_cast<int>(storage),
+                                    split,   kPinByRule, kMomentsByRule};
           if (fits(config)) return config;
         }
       }
@@ -1072,7 +1096,8 @@ struct Rows {
       if (cluster_backward && staged_slices_faster && dtype_size(io_dtype) == 4 &&
           chunks == std::int64_t{kLongSliceThreads} * ctas * 2 * kClusterVectorsPerThread) {
         const KernelConfig staged{
-            kLongSliceThreads, 1, vec, static_cast<int>(RowStorage::staged), ctas, kPinByRule};
+            kLongSliceThreads, 1, vec, static_cast<int>(RowStorage::staged), ctas, kPinByRule,
+            kMomentsByRule};
         const KernelSpec fitted =
             fit_shared_memory(program, {io_dtype, param_dtype, n, staged, peel_rows}, limits);
         if (!config_problem(program, fitted) && !fitted.partials_in_registers &&
@@ -1082,10 +1107,11 @@ struct Rows {
       }
       if (cluster_backward) {
         const KernelConfig long_slices{
-            kLongSliceThreads, 1, vec, static_cast<int>(RowStorage::registers), ctas, kPinByRule};
+            kLongSliceThreads, 1, vec, static_cast<int>(RowStorage::registers), ctas, kPinByRule,
+            kMomentsByRule};
         if (fits(long_slices)) return long_slices;
-        const KernelConfig global{1024, 1,         vec, static_cast<int>(RowStorage::global),
-                                  ctas, kPinByRule};
+        const KernelConfig global{
+            1024, 1, vec, static_cast<int>(RowStorage::global), ctas, kPinByRule, kMomentsByRule};
         if (fits(global)) return global;
       }
     }

@@ -242,47 +242,66 @@ TEST_CASE("errors: generate_cuda names the program, the config and the problem")
     return message_of<tilenorm::ProgramError>([&] { tilenorm::generate_cuda(lowered, spec); });
   };
   const tilenorm::KernelSpec too_wide{
-      tilenorm::DType::f32, tilenorm::DType::f32, 4096, {256, 1, 8, 2, 1, 0}};
+      tilenorm::DType::f32, tilenorm::DType::f32, 4096, {256, 1, 8, 2, 1, 0, 0}};
   CHECK(refusal(too_wide) ==
         "cannot generate 'layer_norm' with threads_per_row=256 rows_per_cta=1 vec=8 "
         "row_storage=global ctas_per_row=1: vec must be a power of two with vec * element size <= "
         "16 bytes, got 8");
   // 1024 bf16 values per thread, held raw two to a register.
   const tilenorm::KernelSpec too_long{
-      tilenorm::DType::bf16, tilenorm::DType::bf16, 1 << 20, {1024, 1, 8, 0, 1, 0}};
+      tilenorm::DType::bf16, tilenorm::DType::bf16, 1 << 20, {1024, 1, 8, 0, 1, 0, 0}};
   CHECK(refusal(too_long) ==
         "cannot generate 'layer_norm' with threads_per_row=1024 rows_per_cta=1 vec=8 "
         "row_storage=registers ctas_per_row=1: the row does not fit in registers (512 values per "
         "thread, budget "
         "24)");
   const tilenorm::KernelSpec empty_row{
-      tilenorm::DType::bf16, tilenorm::DType::bf16, 0, {128, 2, 8, 0, 1, 0}};
+      tilenorm::DType::bf16, tilenorm::DType::bf16, 0, {128, 2, 8, 0, 1, 0, 0}};
   CHECK(contains(message_of<tilenorm::Error>([&] { tilenorm::generate_cuda(lowered, empty_row); }),
                  "N must be at least 1, got 0"));
   // The load pin: a LoadPin value, and only where there is a pin to choose.
   const tilenorm::KernelSpec bad_pin{
-      tilenorm::DType::bf16, tilenorm::DType::bf16, 4096, {128, 2, 8, 0, 1, 7}};
+      tilenorm::DType::bf16, tilenorm::DType::bf16, 4096, {128, 2, 8, 0, 1, 7, 0}};
   CHECK(refusal(bad_pin) ==
         "cannot generate 'layer_norm' with threads_per_row=128 rows_per_cta=2 vec=8 "
         "row_storage=registers ctas_per_row=1 load_pin=7: load_pin must be 0 (rule), 1 (on), 2 "
         "(off) or 3 (early), got 7");
   const tilenorm::KernelSpec forward_pin{
-      tilenorm::DType::bf16, tilenorm::DType::bf16, 65536, {128, 1, 8, 3, 16, 1}};
+      tilenorm::DType::bf16, tilenorm::DType::bf16, 65536, {128, 1, 8, 3, 16, 1, 0}};
   CHECK(refusal(forward_pin) ==
         "cannot generate 'layer_norm' with threads_per_row=128 rows_per_cta=1 vec=8 "
         "row_storage=prefetched ctas_per_row=16 load_pin=on: load_pin on chooses where a "
         "prefetched cluster kernel that sums across rows issues its next row block's loads: it "
         "needs row_storage prefetched, ctas_per_row > 1 and a program that sums across rows (got "
         "prefetched, ctas_per_row 16, a program that does not); use 0 (rule)");
+  // The moments knob: a MomentFusion value.
+  const tilenorm::KernelSpec bad_moments{
+      tilenorm::DType::bf16, tilenorm::DType::bf16, 4096, {128, 2, 8, 0, 1, 0, 3}};
+  CHECK(refusal(bad_moments) ==
+        "cannot generate 'layer_norm' with threads_per_row=128 rows_per_cta=2 vec=8 "
+        "row_storage=registers ctas_per_row=1 moments=3: moments must be 0 (rule), 1 (on) or 2 "
+        "(off), got 3");
 }
 
 TEST_CASE("errors: a KernelConfig from JSON must have exactly the integer fields") {
-  // Written before the load pin existed: it reads as the rule, which is what it meant.
+  // Written before the load pin and the moments knob existed: they read as the rule, which is
+  // what it meant.
   const auto good = config_from_json(
       R"({"threads_per_row": 128, "rows_per_cta": 2, "vec": 8, "row_storage": 1, "ctas_per_row": 1})");
-  CHECK(good == tilenorm::KernelConfig{128, 2, 8, 1, 1, tilenorm::kPinByRule});
+  CHECK(good ==
+        tilenorm::KernelConfig{128, 2, 8, 1, 1, tilenorm::kPinByRule, tilenorm::kMomentsByRule});
   CHECK(config_from_json(tilenorm::reflect::to_json(good).dump()) == good);
   CHECK(tilenorm::reflect::to_json(good).contains("load_pin"));
+  CHECK(tilenorm::reflect::to_json(good).contains("moments"));
+  CHECK(
+      config_from_json(
+          R"({"threads_per_row": 128, "rows_per_cta": 1, "vec": 8, "row_storage": 3, "ctas_per_row": 4, "load_pin": 0, "moments": 1})")
+          .moments == static_cast<int>(tilenorm::MomentFusion::on));
+  CHECK(
+      message_of<tilenorm::Error>([] {
+        config_from_json(
+            R"({"threads_per_row": 128, "rows_per_cta": 1, "vec": 8, "row_storage": 3, "ctas_per_row": 4, "moments": 1.5})");
+      }) == "tuned config: field 'moments' is missing or not an integer");
   CHECK(
       config_from_json(
           R"({"threads_per_row": 128, "rows_per_cta": 1, "vec": 8, "row_storage": 3, "ctas_per_row": 16, "load_pin": 1})")

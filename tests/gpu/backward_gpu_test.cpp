@@ -163,7 +163,8 @@ void check_backward_on_clusters(const tilenorm::ir::Program& program,
                                         {8192, 37, 4}}) {
         // (Stacked rows in global storage, which spill their column sums, are not run.)
         if (rows_per_cta > 1 && storage == 2) continue;
-        const tilenorm::KernelConfig config{256 / rows_per_cta, rows_per_cta, 8, storage, ctas, 0};
+        const tilenorm::KernelConfig config{
+            256 / rows_per_cta, rows_per_cta, 8, storage, ctas, 0, 0};
         const tilenorm::KernelSpec spec{DType::bf16, DType::bf16, n, config};
         // Invalid here, or more shared memory than a CTA may have: the launch refuses those by
         // name.
@@ -231,9 +232,13 @@ TEST_CASE("backward: clusters with other load pins than the rule match the inter
       const int vec = dtype == DType::f32 ? 4 : 8;
       for (auto [n, m] :
            {std::pair<std::int64_t, std::int64_t>{16 * 128 * 4 * vec, 5}, {20000, 1000}}) {
-        tilenorm::KernelConfig config{128, 1,
-                                      vec, static_cast<int>(tilenorm::RowStorage::prefetched),
-                                      16,  tilenorm::kPinByRule};
+        tilenorm::KernelConfig config{128,
+                                      1,
+                                      vec,
+                                      static_cast<int>(tilenorm::RowStorage::prefetched),
+                                      16,
+                                      tilenorm::kPinByRule,
+                                      tilenorm::kMomentsByRule};
         const tilenorm::KernelSpec by_rule{dtype, dtype, n, config};
         if (tilenorm::config_problem(norm.lowered(), by_rule)) continue;
         const LoadPin rule = tilenorm::next_row_loads_pin(norm.lowered(), by_rule);
@@ -259,6 +264,61 @@ TEST_CASE("backward: clusters with other load pins than the rule match the inter
     }
   }
   CHECK(checked == 60);
+}
+
+// KernelConfig::moments on: LayerNorm's recomputing backward in one phase of co-moments instead
+// of two of plain sums, on the clusters the tuner searches it on (stacked prefetched slices,
+// ragged slices of 16 CTAs, and pipelined slices, which only the one phase makes valid), with
+// and without bias, in every dtype (bf16 and fp32 in the quick matrix).
+TEST_CASE(
+    "backward: clusters recompute LayerNorm in one phase of co-moments, match the interpreter") {
+  if (!runs_clusters(backward_runtime())) return;
+  const tilenorm::ir::Program& layer_norm = tilenorm::kernels::builtin_program("layer_norm");
+  const std::vector<tilenorm::ir::Program> programs = {
+      tilenorm::backward(layer_norm, {tilenorm::StatisticsMode::recompute}),
+      tilenorm::backward(tilenorm::kernels::builtin_program("layer_norm_no_bias"),
+                         {tilenorm::StatisticsMode::recompute}),
+  };
+  const std::vector<DType> dtypes = quick()
+                                        ? std::vector<DType>{DType::bf16, DType::f32}
+                                        : std::vector<DType>{DType::bf16, DType::f16, DType::f32};
+  constexpr int prefetched = static_cast<int>(tilenorm::RowStorage::prefetched);
+  constexpr int pipelined = static_cast<int>(tilenorm::RowStorage::pipelined);
+  constexpr int on = static_cast<int>(tilenorm::MomentFusion::on);
+  int checked = 0;
+  for (const tilenorm::ir::Program& program : programs) {
+    const tilenorm::Norm norm = backward_runtime().load(program);
+    for (DType dtype : dtypes) {
+      const int vec = dtype == DType::f32 ? 4 : 8;
+      struct Case {
+        std::int64_t n, m;
+        tilenorm::KernelConfig config;
+      };
+      const Case cases[] = {
+          {4 * 64 * 4 * vec, 1000, {64, 2, vec, prefetched, 4, tilenorm::kPinByRule, on}},
+          {20000, 300, {128, 1, vec, prefetched, 16, tilenorm::kPinByRule, on}},
+          {16 * 128 * 4 * vec, 5, {128, 1, vec, pipelined, 16, tilenorm::kPinByRule, on}},
+      };
+      for (const Case& c : cases) {
+        CAPTURE(program.name);
+        CAPTURE(tilenorm::dtype_name(dtype));
+        CAPTURE(c.n);
+        CAPTURE(c.m);
+        CAPTURE(c.config.describe());
+        // The knob makes another kernel than the rule: pipelined slices need its one phase.
+        tilenorm::KernelConfig by_rule = c.config;
+        by_rule.moments = tilenorm::kMomentsByRule;
+        const tilenorm::KernelSpec rule_spec{dtype, dtype, c.n, by_rule};
+        CHECK(tilenorm::config_problem(norm.lowered(), rule_spec).has_value() ==
+              (c.config.row_storage == pipelined));
+        auto options = rows_of(program, dtype, c.m, c.n, 91u + static_cast<unsigned>(checked));
+        options.config = c.config;
+        check_forced_config(tilenorm::check_against_interpreter(norm, options), c.config);
+        ++checked;
+      }
+    }
+  }
+  CHECK(checked == 6 * static_cast<int>(dtypes.size()));
 }
 
 // Clusters need not be a power of two: three, six and twelve CTAs (twelve is non-portable).
@@ -320,7 +380,8 @@ void check_staged_bf16_matrix(const std::vector<tilenorm::ir::Program>& programs
                                         {20000, 1000, 1},
                                         {20000, 1000, 2},
                                         {8192, 37, 4}}) {
-        const tilenorm::KernelConfig config{256 / rows_per_cta, rows_per_cta, 8, staged, ctas, 0};
+        const tilenorm::KernelConfig config{
+            256 / rows_per_cta, rows_per_cta, 8, staged, ctas, 0, 0};
         // (Slices that leave a CTA no columns, or too many values for the registers.)
         if (tilenorm::config_problem(norm.lowered(), {DType::bf16, DType::bf16, n, config}))
           continue;
@@ -337,7 +398,7 @@ void check_staged_bf16_matrix(const std::vector<tilenorm::ir::Program>& programs
 void check_staged_fp32_slices(const std::vector<tilenorm::ir::Program>& programs, unsigned seed) {
   if (!runs_clusters(backward_runtime())) return;
   const tilenorm::KernelConfig config{512, 1, 4, static_cast<int>(tilenorm::RowStorage::staged),
-                                      16,  0};
+                                      16,  0, 0};
   int checked = 0;
   for (const tilenorm::ir::Program& program : programs) {
     const tilenorm::Norm norm = backward_runtime().load(program);
@@ -574,7 +635,7 @@ TEST_CASE("backward: rows staged in shared memory (cp.async) match the interpret
     const tilenorm::Norm norm = backward_runtime().load(program);
     for (const Case& c : cases) {
       for (std::int64_t m : {3, 700}) {
-        const tilenorm::KernelConfig config{c.threads_per_row, c.rows_per_cta, c.vec, 4, 1, 0};
+        const tilenorm::KernelConfig config{c.threads_per_row, c.rows_per_cta, c.vec, 4, 1, 0, 0};
         CAPTURE(program.name);
         CAPTURE(tilenorm::dtype_name(c.dtype));
         CAPTURE(config.describe());
@@ -621,20 +682,20 @@ TEST_CASE("backward: 16-bit rows on the tuned configurations, as the heuristic p
     tilenorm::KernelConfig expected;  // threads_per_row 0: any configuration not in registers
   };
   const Case cases[] = {
-      {"layer_norm", recompute, DType::bf16, 128, 20000, {16, 16, 8, registers, 1, 0}},
-      {"layer_norm", recompute, DType::bf16, 256, 10000, {32, 8, 8, registers, 1, 0}},
-      {"layer_norm", recompute, DType::bf16, 512, 20000, {16, 16, 8, registers, 1, 0}},
-      {"rms_norm", recompute, DType::bf16, 128, 40000, {8, 32, 8, registers, 1, 0}},
-      {"layer_norm_no_bias", recompute, DType::bf16, 128, 40000, {8, 32, 8, registers, 1, 0}},
-      {"layer_norm", recompute, DType::f16, 128, 20000, {16, 16, 8, registers, 1, 0}},
-      {"rms_norm", recompute, DType::f16, 128, 40000, {8, 32, 8, registers, 1, 0}},
-      {"rms_norm", saved, DType::bf16, 128, 40000, {8, 32, 8, prefetched, 1, 0}},
-      {"rms_norm", recompute, DType::bf16, 256, 40000, {8, 32, 8, prefetched, 1, 0}},
-      {"layer_norm_no_bias", recompute, DType::f16, 256, 20000, {16, 16, 8, registers, 1, 0}},
-      {"layer_norm", recompute, DType::f16, 512, 20000, {16, 16, 8, registers, 1, 0}},
-      {"layer_norm", saved, DType::f16, 512, 10000, {64, 4, 8, prefetched, 1, 0}},
+      {"layer_norm", recompute, DType::bf16, 128, 20000, {16, 16, 8, registers, 1, 0, 0}},
+      {"layer_norm", recompute, DType::bf16, 256, 10000, {32, 8, 8, registers, 1, 0, 0}},
+      {"layer_norm", recompute, DType::bf16, 512, 20000, {16, 16, 8, registers, 1, 0, 0}},
+      {"rms_norm", recompute, DType::bf16, 128, 40000, {8, 32, 8, registers, 1, 0, 0}},
+      {"layer_norm_no_bias", recompute, DType::bf16, 128, 40000, {8, 32, 8, registers, 1, 0, 0}},
+      {"layer_norm", recompute, DType::f16, 128, 20000, {16, 16, 8, registers, 1, 0, 0}},
+      {"rms_norm", recompute, DType::f16, 128, 40000, {8, 32, 8, registers, 1, 0, 0}},
+      {"rms_norm", saved, DType::bf16, 128, 40000, {8, 32, 8, prefetched, 1, 0, 0}},
+      {"rms_norm", recompute, DType::bf16, 256, 40000, {8, 32, 8, prefetched, 1, 0, 0}},
+      {"layer_norm_no_bias", recompute, DType::f16, 256, 20000, {16, 16, 8, registers, 1, 0, 0}},
+      {"layer_norm", recompute, DType::f16, 512, 20000, {16, 16, 8, registers, 1, 0, 0}},
+      {"layer_norm", saved, DType::f16, 512, 10000, {64, 4, 8, prefetched, 1, 0, 0}},
       {"layer_norm", recompute, DType::bf16, 128, 1000, {}},
-      {"rms_norm", recompute, DType::bf16, 16384, 300, {128, 1, 8, prefetched, 8, 0}},
+      {"rms_norm", recompute, DType::bf16, 16384, 300, {128, 1, 8, prefetched, 8, 0, 0}},
   };
   int checked = 0;
   for (const Case& c : cases) {
@@ -777,9 +838,9 @@ TEST_CASE("backward: clusters fold the column partial sums, so the workspace shr
     tilenorm::KernelConfig config;
   };
   const Case cases[] = {
-      {DType::bf16, 8192, {256, 1, 8, static_cast<int>(tilenorm::RowStorage::staged), 1, 0}},
-      {DType::f32, 1024, {128, 2, 4, static_cast<int>(tilenorm::RowStorage::prefetched), 1, 0}},
-      {DType::bf16, 4000, {512, 1, 8, static_cast<int>(tilenorm::RowStorage::global), 1, 0}},
+      {DType::bf16, 8192, {256, 1, 8, static_cast<int>(tilenorm::RowStorage::staged), 1, 0, 0}},
+      {DType::f32, 1024, {128, 2, 4, static_cast<int>(tilenorm::RowStorage::prefetched), 1, 0, 0}},
+      {DType::bf16, 4000, {512, 1, 8, static_cast<int>(tilenorm::RowStorage::global), 1, 0, 0}},
   };
   const std::vector<tilenorm::ir::Program> programs = {
       tilenorm::backward(tilenorm::kernels::builtin_program("layer_norm")),

@@ -311,7 +311,7 @@ TEST_CASE("every row storage mode gives the same results") {
       CAPTURE(n);
       // Pipelined rows need a cluster: covered by the cluster test below.
       if (storage == static_cast<int>(tilenorm::RowStorage::pipelined)) continue;
-      const tilenorm::KernelConfig config{256, 1, 8, storage, 1, 0};
+      const tilenorm::KernelConfig config{256, 1, 8, storage, 1, 0, 0};
       const bool peeled = n == 5121;
       if (peeled && storage == static_cast<int>(tilenorm::RowStorage::staged)) {
         const auto problem = tilenorm::config_problem(
@@ -389,8 +389,8 @@ void check_clusters_of_every_size(const char* name) {
         // dozens of vectors per thread, which spill and compile for seconds each.
         if (rows_per_cta == 8 && ctas != 16) continue;
         for (std::int64_t n : {20000, 20001, 65536}) {
-          const tilenorm::KernelConfig config{256 / rows_per_cta,        rows_per_cta, 8,
-                                              static_cast<int>(storage), ctas,         0};
+          const tilenorm::KernelConfig config{
+              256 / rows_per_cta, rows_per_cta, 8, static_cast<int>(storage), ctas, 0, 0};
           const bool persistent = tilenorm::fetches_ahead(storage);
           const int runs =
               check_on_cluster(name, norm, config, n,
@@ -430,7 +430,7 @@ void check_clusters_of_other_sizes(const char* name) {
         for (std::int64_t n :
              {std::int64_t{ctas} * threads * 8 * 3, std::int64_t{20000}, std::int64_t{20001}}) {
           const tilenorm::KernelConfig config{
-              threads, rows_per_cta, 8, static_cast<int>(storage), ctas, 0};
+              threads, rows_per_cta, 8, static_cast<int>(storage), ctas, 0, 0};
           checked +=
               check_on_cluster(name, norm, config, n,
                                tilenorm::fetches_ahead(storage) ? std::vector<std::int64_t>{37, 600}

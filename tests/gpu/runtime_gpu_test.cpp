@@ -263,7 +263,7 @@ TEST_CASE("launch_grid reports the grid of a launch: one row block per CTA, or p
   const tilenorm::Norm& norm = tilenorm::kernels::builtin(runtime(), "rms_norm");
   SUBCASE("one row block per CTA") {
     const tilenorm::KernelConfig config{32, 4, 8, static_cast<int>(tilenorm::RowStorage::registers),
-                                        1,  0};
+                                        1,  0, 0};
     const tilenorm::LaunchGrid grid = norm.launch_grid(args(norm, rows, 256, 256), config);
     CHECK(grid.ctas == rows / 4);
     CHECK(grid.threads_per_block == 128);
@@ -274,7 +274,7 @@ TEST_CASE("launch_grid reports the grid of a launch: one row block per CTA, or p
   }
   SUBCASE("persistent, on peeled rows: whole periods of shifts, or each row at its own") {
     const tilenorm::KernelConfig config{
-        32, 1, 8, static_cast<int>(tilenorm::RowStorage::prefetched), 1, 0};
+        32, 1, 8, static_cast<int>(tilenorm::RowStorage::prefetched), 1, 0, 0};
     // Each row starts one element later modulo 8. Hundreds of 32-thread CTAs fit, so whole
     // periods of 8 shifts keep nearly all of them busy, and each thread keeps its first shift.
     const tilenorm::LaunchGrid grid = norm.launch_grid(args(norm, rows, 256, 257), config);
@@ -648,7 +648,7 @@ TEST_CASE("a fresh runtime loads kernels from the disk cache without NVRTC") {
 
 TEST_CASE("the runtime uses tuned configurations: exact, nearest M bucket, then the heuristic") {
   const tilenorm::KernelConfig tuned{64, 4, 4, static_cast<int>(tilenorm::RowStorage::registers),
-                                     1,  0};
+                                     1,  0, 0};
   const OneEntryDatabase db("tilenorm-gpu-db", 2048, 4096, tuned);
 
   tilenorm::Runtime rt;  // reads TILENORM_TUNING_DB
@@ -677,7 +677,7 @@ TEST_CASE("a tuned configuration these rows cannot use is named in a warning, an
   // 1024 threads per row, 4 rows per CTA: a block of 4096 threads, which no device runs (an
   // entry written by another version of tilenorm, say, or edited by hand).
   const tilenorm::KernelConfig unusable{
-      1024, 4, 8, static_cast<int>(tilenorm::RowStorage::registers), 1, 0};
+      1024, 4, 8, static_cast<int>(tilenorm::RowStorage::registers), 1, 0, 0};
   const OneEntryDatabase db("tilenorm-gpu-db-unusable", 4096, 512, unusable);
 
   std::vector<std::string> warnings;

@@ -75,7 +75,7 @@ KernelSpec device_spec(const std::string& kernel, DType dtype, std::int64_t n,
 }
 
 KernelConfig config(int threads_per_row, int rows_per_cta, int vec, RowStorage storage) {
-  return {threads_per_row, rows_per_cta, vec, static_cast<int>(storage), 1, 0};
+  return {threads_per_row, rows_per_cta, vec, static_cast<int>(storage), 1, 0, 0};
 }
 
 std::string problem(const std::string& kernel, DType dtype, std::int64_t n,
@@ -1253,6 +1253,61 @@ TEST_CASE("codegen: cluster backwards copy their saved statistics with the row b
   }
 }
 
+// KernelConfig::moments generates from the program as with_moments() lowers it, and every
+// function that sizes a kernel for a spec agrees with what generate_cuda() writes.
+TEST_CASE("codegen: the moments knob generates from its own lowering") {
+  using tilenorm::MomentFusion;
+  // N = 8192 on clusters of 4 CTAs of 64 threads x 2 rows (prefetched), or on one CTA of 512
+  // threads per row (registers).
+  const auto spec = [](MomentFusion fusion, int ctas = 4) {
+    KernelConfig c = ctas == 1 ? config(512, 1, 8, RowStorage::registers)
+                               : config(64, 2, 8, RowStorage::prefetched);
+    c.ctas_per_row = ctas;
+    c.moments = static_cast<int>(fusion);
+    return KernelSpec{DType::bf16, DType::bf16, 8192, c};
+  };
+  const auto source = [&](const char* name, MomentFusion fusion, int ctas = 4) {
+    return tilenorm::generate_cuda(lowered(name), spec(fusion, ctas)).source;
+  };
+  const auto body = [](const std::string& text) { return text.substr(text.find("extern \"C\"")); };
+  // LayerNorm's recompute: two phases of plain sums by the rule, one of co-moments when on.
+  for (int ctas : {1, 4}) {
+    CAPTURE(ctas);
+    const std::string rule = source("layer_norm_backward_recompute", MomentFusion::rule, ctas);
+    const std::string on = source("layer_norm_backward_recompute", MomentFusion::on, ctas);
+    CHECK(contains(rule, "// Pass for reduction phase 1."));
+    CHECK_FALSE(contains(body(rule), "tn::Comoment"));
+    CHECK_FALSE(contains(on, "// Pass for reduction phase 1."));
+    CHECK(contains(body(on), "tn::Comoment acc"));
+    // off lowers it as the rule does: the same kernel.
+    CHECK(body(source("layer_norm_backward_recompute", MomentFusion::off, ctas)) == body(rule));
+  }
+  // A co-moment is four floats where a sum is one: a software cluster's exchange, which the
+  // runtime allocates as the generated kernel says, grows with the knob (two sums of two phases
+  // against two co-moments and two sums of one phase).
+  const auto& recompute = lowered("layer_norm_backward_recompute");
+  const auto exchange_floats = [&](MomentFusion fusion) {
+    KernelSpec software = spec(fusion);
+    software.global_exchange = true;
+    return tilenorm::generate_cuda(recompute, software).exchange_floats_per_cluster;
+  };
+  CHECK(exchange_floats(MomentFusion::rule) == 34u);
+  CHECK(exchange_floats(MomentFusion::on) == 130u);
+  // The forward: co-moments by the rule, the second phase back when off; RMSNorm has nothing to
+  // fuse, so each value builds the rule's kernel.
+  const std::string forward_off = source("layer_norm", MomentFusion::off, 1);
+  CHECK(contains(forward_off, "// Pass for reduction phase 1."));
+  CHECK_FALSE(contains(body(forward_off), "tn::Comoment"));
+  CHECK(contains(body(source("layer_norm", MomentFusion::rule, 1)), "tn::Comoment"));
+  for (const MomentFusion fusion : {MomentFusion::on, MomentFusion::off}) {
+    CHECK(body(source("rms_norm_backward_recompute", fusion)) ==
+          body(source("rms_norm_backward_recompute", MomentFusion::rule)));
+  }
+  // describe() names a choice other than the rule.
+  CHECK(contains(spec(MomentFusion::on).config.describe(), " moments=on"));
+  CHECK_FALSE(contains(spec(MomentFusion::rule).config.describe(), "moments"));
+}
+
 TEST_CASE(
     "codegen: prefetched cluster kernels pin the next row block's loads before the exchange") {
   // ptxas issued them after the exchange's wait otherwise (LayerNorm's recomputing backward):
@@ -1896,12 +1951,12 @@ TEST_CASE(
     return tilenorm::heuristic_config(lowered(name), dtype, dtype, n, hopper, 0, peel, rows);
   };
   constexpr int registers = static_cast<int>(RowStorage::registers);
-  const KernelConfig one_vector_128{16, 16, 8, registers, 1, 0};
-  const KernelConfig one_vector_256{32, 8, 8, registers, 1, 0};
-  const KernelConfig two_vectors_128{8, 32, 8, registers, 1, 0};
-  const KernelConfig four_vectors_512{16, 16, 8, registers, 1, 0};
-  const KernelConfig rms_256{8, 32, 8, static_cast<int>(RowStorage::prefetched), 1, 0};
-  const KernelConfig two_vectors_256{16, 16, 8, registers, 1, 0};
+  const KernelConfig one_vector_128{16, 16, 8, registers, 1, 0, 0};
+  const KernelConfig one_vector_256{32, 8, 8, registers, 1, 0, 0};
+  const KernelConfig two_vectors_128{8, 32, 8, registers, 1, 0, 0};
+  const KernelConfig four_vectors_512{16, 16, 8, registers, 1, 0, 0};
+  const KernelConfig rms_256{8, 32, 8, static_cast<int>(RowStorage::prefetched), 1, 0, 0};
+  const KernelConfig two_vectors_256{16, 16, 8, registers, 1, 0, 0};
   // Unknown rows (0) and M = 2^26 / N.
   for (std::int64_t many : {std::int64_t{0}, std::int64_t{1} << 18}) {
     CHECK(rule("layer_norm_backward_recompute", 128, many) == one_vector_128);
@@ -1915,7 +1970,7 @@ TEST_CASE(
     CHECK(rule("layer_norm_no_bias_backward_recompute", 256, many) == two_vectors_256);
   }
   // Saved statistics with one column sum: 8 x 32 at N = 128, prefetched, bf16 only.
-  const KernelConfig saved_128{8, 32, 8, static_cast<int>(RowStorage::prefetched), 1, 0};
+  const KernelConfig saved_128{8, 32, 8, static_cast<int>(RowStorage::prefetched), 1, 0, 0};
   CHECK(rule("rms_norm_backward", 128, 0) == saved_128);
   CHECK(rule("layer_norm_no_bias_backward", 128, 0) == saved_128);
   CHECK(rule("rms_norm_backward", 128, 0, DType::f16) != saved_128);
@@ -1929,7 +1984,7 @@ TEST_CASE(
   CHECK(rule("layer_norm_no_bias_backward_recompute", 256, 0, DType::f16) == two_vectors_256);
   // fp16 LayerNorm reading saved statistics at 64 vectors: one per thread, prefetched, as bf16's
   // short-row rule gives it.
-  const KernelConfig saved_512{64, 4, 8, static_cast<int>(RowStorage::prefetched), 1, 0};
+  const KernelConfig saved_512{64, 4, 8, static_cast<int>(RowStorage::prefetched), 1, 0, 0};
   CHECK(rule("layer_norm_backward", 512, 0) == saved_512);
   CHECK(rule("layer_norm_backward", 512, 0, DType::f16) == saved_512);
   // Not saved statistics with two column sums, fp32, peeled rows, or other lengths.
@@ -1951,7 +2006,7 @@ TEST_CASE("codegen: RMSNorm's bf16 recompute at N = 16384 takes a cluster of 8 x
     return tilenorm::heuristic_config(lowered(name), dtype, dtype, 16384, limits);
   };
   const tilenorm::DeviceLimits hopper = tilenorm::DeviceLimits::hopper();
-  const KernelConfig cluster{128, 1, 8, static_cast<int>(RowStorage::prefetched), 8, 0};
+  const KernelConfig cluster{128, 1, 8, static_cast<int>(RowStorage::prefetched), 8, 0, 0};
   CHECK(rule("rms_norm_backward_recompute", DType::bf16, hopper) == cluster);
   // Not fp16, saved statistics, two reduction phases (LayerNorm without bias), or a device
   // without clusters.
@@ -2373,7 +2428,9 @@ TEST_CASE("codegen: forwards that tile their rows with few vectors per thread re
   constexpr int global = static_cast<int>(RowStorage::global);
   constexpr int registers = static_cast<int>(RowStorage::registers);
   // One CTA of `threads` re-reading its row from global memory (L2).
-  auto rereads = [](int threads, int vec) { return KernelConfig{threads, 1, vec, global, 1, 0}; };
+  auto rereads = [](int threads, int vec) {
+    return KernelConfig{threads, 1, vec, global, 1, 0, 0};
+  };
   const KernelConfig reread = rereads(1024, 8);
   const KernelConfig reread_f32 = rereads(1024, 4);
   CHECK(forward("rms_norm", DType::bf16, 32768) == reread);
@@ -2457,8 +2514,8 @@ TEST_CASE("codegen: 16-bit forwards between 256 threads in registers and cluster
     return tilenorm::heuristic_config(lowered(name), dtype, dtype, n,
                                       tilenorm::DeviceLimits::hopper(), 0, peel, launch_rows);
   };
-  const KernelConfig nine_in_registers{256, 1, 8, static_cast<int>(RowStorage::registers), 1, 0};
-  const KernelConfig prefetched{512, 1, 8, static_cast<int>(RowStorage::prefetched), 1, 0};
+  const KernelConfig nine_in_registers{256, 1, 8, static_cast<int>(RowStorage::registers), 1, 0, 0};
+  const KernelConfig prefetched{512, 1, 8, static_cast<int>(RowStorage::prefetched), 1, 0, 0};
   // One reduction, 2049 to 2304 vectors: 256 threads in registers.
   CHECK(forward("rms_norm", DType::bf16, 16392) == nine_in_registers);
   CHECK(forward("rms_norm", DType::bf16, 18432) == nine_in_registers);
@@ -2490,8 +2547,8 @@ TEST_CASE("codegen: co-moment forwards a little past the cluster length stay on 
                                       tilenorm::DeviceLimits::hopper(), 0, peel, 0);
   };
   constexpr int registers = static_cast<int>(RowStorage::registers);
-  const KernelConfig one_cta_bf16{512, 1, 8, registers, 1, 0};
-  const KernelConfig one_cta_f32{512, 1, 4, registers, 1, 0};
+  const KernelConfig one_cta_bf16{512, 1, 8, registers, 1, 0, 0};
+  const KernelConfig one_cta_f32{512, 1, 4, registers, 1, 0, 0};
   // 4097 to 5120 vectors: bf16 N = 32776-40960; fp32 16388-20476, whose 5120 would spill.
   CHECK(forward("layer_norm", DType::bf16, 34816) == one_cta_bf16);
   CHECK(forward("layer_norm", DType::bf16, 40960) == one_cta_bf16);
@@ -2569,8 +2626,8 @@ TEST_CASE("codegen: every built-in kernel, forward and backward, compiles for sm
     }
   }
   // Clusters with rows in registers, and with prefetching.
-  add("layer_norm", {DType::bf16, DType::bf16, 16384, {256, 1, 8, 0, 4, 0}});
-  add("rms_norm_backward", {DType::bf16, DType::bf16, 32768, {256, 1, 8, 3, 8, 0}});
+  add("layer_norm", {DType::bf16, DType::bf16, 16384, {256, 1, 8, 0, 4, 0, 0}});
+  add("rms_norm_backward", {DType::bf16, DType::bf16, 32768, {256, 1, 8, 3, 8, 0, 0}});
   for (RowStorage storage : {RowStorage::registers, RowStorage::shared, RowStorage::global}) {
     add("layer_norm", {DType::bf16, DType::bf16, 5120, config(256, 2, 8, storage)});
   }
@@ -2585,9 +2642,9 @@ TEST_CASE("codegen: every built-in kernel, forward and backward, compiles for sm
   // fp32 22528 on 11), pipelined, and backwards on 6 and 12 (past the portable 8).
   add("layer_norm", heuristic_spec(lowered("layer_norm"), DType::bf16, 57344));
   add("layer_norm", heuristic_spec(lowered("layer_norm"), DType::f32, 22528));
-  add("layer_norm", {DType::bf16, DType::bf16, 43008, {256, 1, 8, 5, 7, 0}});
-  add("layer_norm_backward", {DType::bf16, DType::bf16, 20000, {256, 1, 8, 3, 6, 0}});
-  add("rms_norm_backward_recompute", {DType::bf16, DType::bf16, 20000, {128, 1, 8, 5, 12, 0}});
+  add("layer_norm", {DType::bf16, DType::bf16, 43008, {256, 1, 8, 5, 7, 0, 0}});
+  add("layer_norm_backward", {DType::bf16, DType::bf16, 20000, {256, 1, 8, 3, 6, 0, 0}});
+  add("rms_norm_backward_recompute", {DType::bf16, DType::bf16, 20000, {128, 1, 8, 5, 12, 0, 0}});
   CHECK(heuristic_spec(lowered("layer_norm"), DType::bf16, 57344).config.ctas_per_row == 7);
   CHECK(heuristic_spec(lowered("layer_norm"), DType::f32, 22528).config.ctas_per_row == 11);
   // The shapes above cover every storage strategy and clusters through the heuristic too.
@@ -2748,7 +2805,7 @@ TEST_CASE("codegen: long column partial sums live in shared memory, short ones i
   // In a cluster they are runs of four, one float4 access each, and the runs of a warp's lanes
   // are adjacent, so its accesses stay conflict-free (N = 16384 on 4 x 128 threads: 32 values
   // of each sum per thread).
-  const KernelConfig cluster{128, 1, 8, static_cast<int>(RowStorage::prefetched), 4, 0};
+  const KernelConfig cluster{128, 1, 8, static_cast<int>(RowStorage::prefetched), 4, 0, 0};
   const auto clustered =
       tilenorm::generate_cuda(program, {DType::bf16, DType::bf16, 16384, cluster});
   CHECK(contains(clustered.source, "float* tn_xs = "));
@@ -3237,7 +3294,7 @@ TEST_CASE("codegen: a software cluster exchanges row totals in global memory") {
   KernelSpec spec{DType::bf16,
                   DType::bf16,
                   65536,
-                  {128, 1, 8, static_cast<int>(RowStorage::prefetched), 16, 0}};
+                  {128, 1, 8, static_cast<int>(RowStorage::prefetched), 16, 0, 0}};
   spec.global_exchange = true;
   const tilenorm::GeneratedKernel software = tilenorm::generate_cuda(program, spec);
   CHECK(software.global_exchange);
@@ -3269,7 +3326,7 @@ TEST_CASE("codegen: a software cluster exchanges row totals in global memory") {
   KernelSpec forward{DType::bf16,
                      DType::bf16,
                      65536,
-                     {256, 1, 8, static_cast<int>(RowStorage::prefetched), 16, 0}};
+                     {256, 1, 8, static_cast<int>(RowStorage::prefetched), 16, 0, 0}};
   forward.global_exchange = true;
   CHECK(tilenorm::config_problem(lowered("layer_norm"), forward).has_value());
 }

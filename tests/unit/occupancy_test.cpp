@@ -57,13 +57,13 @@ BuiltKernel build_prefetched(const char* name, std::int64_t n, int threads, int 
                       tilenorm::DType::bf16,
                       n,
                       {threads, rows, 8, static_cast<int>(tilenorm::RowStorage::prefetched),
-                       ctas_per_row, 0}});
+                       ctas_per_row, 0, 0}});
 }
 
 // A kernel for rows that may start misaligned, one row of `threads` threads per CTA.
 BuiltKernel build_peeled(const char* name, tilenorm::DType dtype, std::int64_t n, int threads,
                          tilenorm::RowStorage storage) {
-  return build(name, {dtype, dtype, n, {threads, 1, 8, static_cast<int>(storage), 1, 0}, true});
+  return build(name, {dtype, dtype, n, {threads, 1, 8, static_cast<int>(storage), 1, 0, 0}, true});
 }
 
 }  // namespace
@@ -169,7 +169,7 @@ TEST_CASE("occupancy: a kernel alone on its SM takes a second CTA at any registe
       build("rms_norm", {tilenorm::DType::f32,
                          tilenorm::DType::f32,
                          16383,
-                         {1024, 1, 4, static_cast<int>(tilenorm::RowStorage::shared), 1, 0},
+                         {1024, 1, 4, static_cast<int>(tilenorm::RowStorage::shared), 1, 0, 0},
                          true});
   const tilenorm::CompiledKernel fitted =
       built.fitted(kH200SharedPerSm, tilenorm::occupancy_cta_limit(built.kernel));
@@ -212,7 +212,7 @@ TEST_CASE("occupancy: a forward on clusters is built within 128 registers, a bac
       {tilenorm::DType::bf16,
        tilenorm::DType::bf16,
        65536,
-       {128, 1, 8, static_cast<int>(tilenorm::RowStorage::prefetched), 8, 0}},
+       {128, 1, 8, static_cast<int>(tilenorm::RowStorage::prefetched), 8, 0, 0}},
       "sm_90", false);
   CHECK(built.registers == fitted.registers);
   CHECK(built.spill_bytes == 0);

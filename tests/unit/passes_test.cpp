@@ -140,7 +140,8 @@ tilenorm::LoweredProgram lower_checking_every_pass(const ir::Program& program) {
     INFO("after factor_reductions:\n", factored.to_string());
     check_same_results(program, expected, interpret_on_random_inputs(factored));
   }
-  const ir::Program fused = passes::cse(passes::fuse_moments(factored));
+  const ir::Program fused =
+      passes::cse(passes::fuse_moments(factored, tilenorm::MomentFusion::rule));
   {
     INFO("after fuse_moments:\n", fused.to_string());
     check_same_results(program, expected, interpret_on_random_inputs(fused));
@@ -779,6 +780,63 @@ TEST_CASE(
   const auto rms = tilenorm::lower(tilenorm::kernels::builtin_program("rms_norm_backward"));
   CHECK(expression(rms.program, rms.reduction_phases[0][0]) == "sum(mul(mul(dy, weight), x))");
   CHECK(slot_expression(rms.program, "dweight") == "sum<across_rows>(mul(dy, mul(rstd, x)))");
+}
+
+// KernelConfig::moments: lower() keeps the program lowered with fuse_moments on and off where
+// that gives another program than the rule, and those compute what the program computes.
+TEST_CASE("lower: the moments knob's other lowerings, where they differ from the rule") {
+  struct Expected {
+    const char* name;
+    std::vector<std::size_t> on_phases;   // empty: on lowers as the rule does
+    std::vector<std::size_t> off_phases;  // likewise for off
+  };
+  const Expected expected[] = {
+      // The recomputing backwards with column sums: the rule keeps two phases, on fuses them.
+      {"layer_norm_backward_recompute", {4}, {}},
+      {"layer_norm_no_bias_backward_recompute", {4}, {}},
+      // Forwards and the rest: the rule already fuses; off takes the second phase back.
+      {"layer_norm", {}, {1, 1}},
+      {"layer_norm_no_affine_backward_recompute", {}, {2, 2}},
+      // Nothing centered to fuse.
+      {"layer_norm_backward", {}, {}},
+      {"rms_norm", {}, {}},
+      {"rms_norm_backward_recompute", {}, {}},
+  };
+  auto phase_sizes = [](const tilenorm::LoweredProgram& lowered) {
+    std::vector<std::size_t> sizes;
+    for (const auto& phase : lowered.reduction_phases) sizes.push_back(phase.size());
+    return sizes;
+  };
+  for (const auto& e : expected) {
+    CAPTURE(e.name);
+    const ir::Program& program = tilenorm::kernels::builtin_program(e.name);
+    const auto lowered = tilenorm::lower(program);
+    const auto want = interpret_on_random_inputs(program);
+    CHECK(&tilenorm::with_moments(lowered, tilenorm::MomentFusion::rule) == &lowered);
+    for (const auto fusion : {tilenorm::MomentFusion::on, tilenorm::MomentFusion::off}) {
+      CAPTURE(tilenorm::moment_fusion_name(fusion));
+      const auto& other =
+          fusion == tilenorm::MomentFusion::on ? lowered.moments_on : lowered.moments_off;
+      const auto& phases = fusion == tilenorm::MomentFusion::on ? e.on_phases : e.off_phases;
+      const tilenorm::LoweredProgram& chosen = tilenorm::with_moments(lowered, fusion);
+      if (phases.empty()) {
+        CHECK(other == nullptr);
+        CHECK(&chosen == &lowered);
+        continue;
+      }
+      REQUIRE(other != nullptr);
+      CHECK(&chosen == other.get());
+      CHECK(phase_sizes(chosen) == phases);
+      CHECK(chosen.cross_row_reductions.size() == lowered.cross_row_reductions.size());
+      // The other lowering has no further alternatives of its own: with_moments is idempotent.
+      CHECK(chosen.moments_on == nullptr);
+      CHECK(chosen.moments_off == nullptr);
+      CHECK(&tilenorm::with_moments(chosen, fusion) == &chosen);
+      INFO("lowered with moments ", tilenorm::moment_fusion_name(fusion), ":\n",
+           chosen.to_string());
+      check_same_results(program, want, interpret_on_random_inputs(chosen.program));
+    }
+  }
 }
 
 TEST_CASE("schedule_reductions: phase_after and after_cross_row place every node") {

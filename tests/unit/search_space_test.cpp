@@ -52,7 +52,7 @@ tilenorm::LoweredProgram lowered(const char* kernel) {
 }
 
 KernelConfig config(int threads_per_row, int rows_per_cta, int vec, RowStorage storage) {
-  return {threads_per_row, rows_per_cta, vec, static_cast<int>(storage), 1, 0};
+  return {threads_per_row, rows_per_cta, vec, static_cast<int>(storage), 1, 0, 0};
 }
 
 // Whether `wanted` is among the candidates that survived pruning.
@@ -112,6 +112,7 @@ TEST_CASE("search space: one domain per KernelConfig field, in declaration order
   CHECK(values_of(domains, "vec") == std::vector<int>{1, 2, 4, 8});
   CHECK(values_of(domains, "row_storage") == std::vector<int>{0, 1, 2, 3, 4, 5});
   CHECK(values_of(domains, "load_pin") == std::vector<int>{0, 1, 2, 3});
+  CHECK(values_of(domains, "moments") == std::vector<int>{0, 1, 2});
   CHECK(values_of(tilenorm::search_domains(DType::f32, DType::f32), "vec") ==
         std::vector<int>{1, 2, 4});
   CHECK(values_of(tilenorm::search_domains(DType::bf16, DType::f32), "vec") ==
@@ -126,7 +127,7 @@ TEST_CASE("search space: the whole product is enumerated, split into survivors a
     product *= domain.values.size();
   }
   CHECK(space.total() == product);
-  CHECK(space.total() == 11 * 7 * 4 * 6 * 16 * 4);
+  CHECK(space.total() == 11 * 7 * 4 * 6 * 16 * 4 * 3);
   CHECK_FALSE(space.candidates.empty());
   for (const auto& p : space.pruned) CHECK_FALSE(p.reason.empty());
 }
@@ -322,6 +323,66 @@ TEST_CASE("search space: short_config names every field") {
   clustered.row_storage = static_cast<int>(RowStorage::prefetched);
   clustered.load_pin = static_cast<int>(tilenorm::LoadPin::off);
   CHECK(tilenorm::short_config(clustered) == "tpr=512 rpc=1 vec=8 prefetched cluster=8 pin=off");
+  clustered.moments = static_cast<int>(tilenorm::MomentFusion::on);
+  CHECK(tilenorm::short_config(clustered) ==
+        "tpr=512 rpc=1 vec=8 prefetched cluster=8 pin=off moments=on");
+}
+
+TEST_CASE("search space: co-moments are searched in backwards that lower another way with them") {
+  const auto limits = tilenorm::DeviceLimits::hopper();
+  using tilenorm::MomentFusion;
+  auto with = [](tilenorm::KernelConfig c, MomentFusion fusion) {
+    c.moments = static_cast<int>(fusion);
+    return c;
+  };
+  // LayerNorm's recompute: each cluster survivor that fetches ahead has its twin with
+  // co-moments; one CTA per row and plain registers do not, and off is the rule's kernel.
+  const auto recompute = tilenorm::explore_search_space(lowered("layer_norm_backward_recompute"),
+                                                        DType::bf16, DType::bf16, 8192, limits);
+  std::size_t ahead = 0, fused = 0;
+  for (const auto& c : recompute.candidates) {
+    CHECK(c.config.moments != static_cast<int>(MomentFusion::off));
+    const bool on = c.config.moments == static_cast<int>(MomentFusion::on);
+    const bool in_scope = c.config.ctas_per_row > 1 &&
+                          tilenorm::fetches_ahead(static_cast<RowStorage>(c.config.row_storage));
+    CHECK((!on || in_scope));
+    if (on) ++fused;
+    if (!on && in_scope) {
+      ++ahead;
+      CHECK(survives(recompute.candidates, with(c.config, MomentFusion::on)));
+    }
+  }
+  CHECK(ahead > 0);
+  CHECK(fused == ahead);
+  tilenorm::KernelConfig slices = config(64, 2, 8, RowStorage::prefetched);
+  slices.ctas_per_row = 4;
+  CHECK(survives(recompute.candidates, with(slices, MomentFusion::on)));
+  const tilenorm::KernelConfig one_cta = config(512, 1, 8, RowStorage::registers);
+  CHECK(pruned_entry(recompute, with(one_cta, MomentFusion::on)).reason ==
+        "moments on is searched on clusters that fetch the next row block ahead");
+  const auto off = pruned_entry(recompute, with(one_cta, MomentFusion::off));
+  CHECK(off.rule == PruneRule::moments_scope);
+  CHECK(off.reason == "moments off lowers the program as the rule does (moments rule)");
+  // One phase makes pipelined slices valid: searched with co-moments only.
+  const auto long_rows = tilenorm::explore_search_space(lowered("layer_norm_backward_recompute"),
+                                                        DType::bf16, DType::bf16, 65536, limits);
+  tilenorm::KernelConfig pipelined = config(256, 1, 8, RowStorage::pipelined);
+  pipelined.ctas_per_row = 16;
+  CHECK(survives(long_rows.candidates, with(pipelined, MomentFusion::on)));
+  CHECK(pruned_entry(long_rows, pipelined).rule == PruneRule::invalid_config);
+  // RMSNorm's has nothing to fuse; LayerNorm's forward has, off, but forwards keep the rule.
+  const auto rms_norm = tilenorm::explore_search_space(lowered("rms_norm_backward_recompute"),
+                                                       DType::bf16, DType::bf16, 8192, limits);
+  CHECK(pruned_entry(rms_norm, with(one_cta, MomentFusion::on)).reason ==
+        "moments on lowers the program as the rule does (moments rule)");
+  const auto forward =
+      tilenorm::explore_search_space(lowered("layer_norm"), DType::bf16, DType::bf16, 8192, limits);
+  CHECK(pruned_entry(forward, with(one_cta, MomentFusion::off)).reason ==
+        "moments off is searched in programs that sum across rows, not in forwards");
+  for (const auto* space : {&rms_norm, &forward}) {
+    for (const auto& c : space->candidates)
+      CHECK(c.config.moments == static_cast<int>(MomentFusion::rule));
+  }
 }
 
 TEST_CASE("search space: the load pin the rule does not choose, on long rows' clusters of 16") {
@@ -763,6 +824,15 @@ TEST_CASE("cli: the load pin by name, and what to write otherwise") {
   CHECK_THROWS_WITH_AS(parse_load_pin("--load-pin", "yes"),
                        "--load-pin must be rule, on, off or early, got 'yes'",
                        tilenorm::UsageError);
+}
+
+TEST_CASE("cli: the moments knob by name, and what to write otherwise") {
+  using tilenorm::MomentFusion;
+  using tilenorm::cli::parse_moment_fusion;
+  for (MomentFusion fusion : {MomentFusion::rule, MomentFusion::on, MomentFusion::off})
+    CHECK(parse_moment_fusion("--moments", tilenorm::moment_fusion_name(fusion)) == fusion);
+  CHECK_THROWS_WITH_AS(parse_moment_fusion("--moments", "fused"),
+                       "--moments must be rule, on or off, got 'fused'", tilenorm::UsageError);
 }
 
 TEST_CASE("cli: early columns by name, and what to write otherwise") {

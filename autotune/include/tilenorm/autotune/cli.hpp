@@ -60,6 +60,8 @@ DTypeChoice parse_dtype_choice(std::string_view flag, std::string_view text);
 RowStorage parse_row_storage(std::string_view flag, std::string_view text);
 // "rule", "on", "off" or "early" (load_pin_name); otherwise a UsageError naming them.
 LoadPin parse_load_pin(std::string_view flag, std::string_view text);
+// "rule", "on" or "off" (moment_fusion_name); otherwise a UsageError naming them.
+MomentFusion parse_moment_fusion(std::string_view flag, std::string_view text);
 
 // "auto", "per-thread" or "per-row" (peeled_row_shifts_name); otherwise a UsageError.
 PeeledRowShifts parse_peeled_row_shifts(std::string_view flag, std::string_view text);

@@ -27,6 +27,9 @@ std::vector<FieldDomain> search_domains(DType io_dtype, DType param_dtype);
 // The rules that remove a configuration, checked in this order (the first one that applies is
 // the one reported).
 enum class PruneRule {
+  moments_scope,       // moments other than the rule where they lower the program as the rule
+                       // does, in a program that does not sum across rows (a forward), or
+                       // outside clusters that fetch ahead (prefetched, staged, pipelined)
   invalid_config,      // config_problem(): divisibility, register budget, vec width, block size
   shared_memory,       // dynamic shared memory over the device's per-block limit
   misaligned_vec,      // contiguous rows of N elements are not aligned for this vec

@@ -71,6 +71,7 @@ std::string_view row_storage_name(RowStorage storage);
 enum class LoadPin : int { rule = 0, on = 1, off = 2, early = 3 };
 inline constexpr int kLoadPinCount = 4;
 inline constexpr int kPinByRule = static_cast<int>(LoadPin::rule);  // for KernelConfig{...}
+inline constexpr int kMomentsByRule = static_cast<int>(MomentFusion::rule);  // likewise
 std::string_view load_pin_name(LoadPin pin);
 
 // The most CTAs that split a row (KernelConfig::ctas_per_row): sm_90's largest, non-portable,
@@ -85,13 +86,15 @@ struct KernelConfig {
                            (int, row_storage),   // a RowStorage value
                            (int, ctas_per_row),  // CTAs of one thread-block cluster that
                                                  // split each row: 1 (no cluster) .. 16, sm_90+
-                           (int, load_pin));     // a LoadPin value
+                           (int, load_pin),      // a LoadPin value
+                           (int, moments));      // a MomentFusion value: how fuse_moments
+                                                 // lowers the program for this kernel
   bool operator==(const KernelConfig& other) const;
   std::string describe() const;
 };
 // The KernelConfig fields that configurations written before them lack (tuning databases):
 // reflect::from_json reads them as 0 there, which keeps what those configurations meant.
-inline constexpr std::array<std::string_view, 1> kKernelConfigLaterFields{"load_pin"};
+inline constexpr std::array<std::string_view, 2> kKernelConfigLaterFields{"load_pin", "moments"};
 
 struct KernelSpec {
   DType io_dtype = DType::bf16;     // row inputs and outputs
