@@ -1285,11 +1285,11 @@ TEST_CASE("codegen: the moments knob generates from its own lowering") {
   // A co-moment is four floats where a sum is one: a software cluster's exchange, which the
   // runtime allocates as the generated kernel says, grows with the knob (two sums of two phases
   // against two co-moments and two sums of one phase).
-  const auto& recompute = lowered("layer_norm_backward_recompute");
   const auto exchange_floats = [&](MomentFusion fusion) {
     KernelSpec software = spec(fusion);
     software.global_exchange = true;
-    return tilenorm::generate_cuda(recompute, software).exchange_floats_per_cluster;
+    return tilenorm::generate_cuda(lowered("layer_norm_backward_recompute"), software)
+        .exchange_floats_per_cluster;
   };
   CHECK(exchange_floats(MomentFusion::rule) == 34u);
   CHECK(exchange_floats(MomentFusion::on) == 130u);
