@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <boost/hana.hpp>
+#include <initializer_list>
 #include <optional>
 #include <string>
 #include <tuple>
@@ -803,46 +804,35 @@ TEST_CASE("search space: the tuner compares each M against the runtime's choice 
   }
 }
 
-TEST_CASE("cli: peeled row shifts by name, and what to write otherwise") {
-  using tilenorm::PeeledRowShifts;
-  using tilenorm::cli::parse_peeled_row_shifts;
-  for (PeeledRowShifts shifts :
-       {PeeledRowShifts::automatic, PeeledRowShifts::per_thread, PeeledRowShifts::per_row}) {
-    CHECK(parse_peeled_row_shifts("--row-shifts", tilenorm::peeled_row_shifts_name(shifts)) ==
-          shifts);
-  }
-  CHECK_THROWS_WITH_AS(parse_peeled_row_shifts("--row-shifts", "each"),
-                       "--row-shifts must be auto, per-thread or per-row, got 'each'",
-                       tilenorm::UsageError);
+// A named choice's parser reads back every value by its name, and refuses anything else with
+// a message that lists the names.
+template <class Choice, class Parse, class Name>
+void check_named_choice(Parse parse, Name name, std::initializer_list<Choice> values,
+                        const char* flag, const char* wrong, const std::string& refusal) {
+  for (Choice value : values) CHECK(parse(flag, name(value)) == value);
+  CHECK_THROWS_WITH_AS(parse(flag, wrong), refusal.c_str(), tilenorm::UsageError);
 }
 
-TEST_CASE("cli: the load pin by name, and what to write otherwise") {
-  using tilenorm::LoadPin;
-  using tilenorm::cli::parse_load_pin;
-  for (LoadPin pin : {LoadPin::rule, LoadPin::on, LoadPin::off, LoadPin::early})
-    CHECK(parse_load_pin("--load-pin", tilenorm::load_pin_name(pin)) == pin);
-  CHECK_THROWS_WITH_AS(parse_load_pin("--load-pin", "yes"),
-                       "--load-pin must be rule, on, off or early, got 'yes'",
-                       tilenorm::UsageError);
-}
-
-TEST_CASE("cli: the moments knob by name, and what to write otherwise") {
-  using tilenorm::MomentFusion;
-  using tilenorm::cli::parse_moment_fusion;
-  for (MomentFusion fusion : {MomentFusion::rule, MomentFusion::on, MomentFusion::off})
-    CHECK(parse_moment_fusion("--moments", tilenorm::moment_fusion_name(fusion)) == fusion);
-  CHECK_THROWS_WITH_AS(parse_moment_fusion("--moments", "fused"),
-                       "--moments must be rule, on or off, got 'fused'", tilenorm::UsageError);
-}
-
-TEST_CASE("cli: early columns by name, and what to write otherwise") {
+TEST_CASE("cli: named choices by name, and what to write otherwise") {
+  namespace cli = tilenorm::cli;
   using tilenorm::EarlyColumns;
-  using tilenorm::cli::parse_early_columns;
-  for (EarlyColumns early : {EarlyColumns::automatic, EarlyColumns::never, EarlyColumns::always})
-    CHECK(parse_early_columns("--early-columns", tilenorm::early_columns_name(early)) == early);
-  CHECK_THROWS_WITH_AS(parse_early_columns("--early-columns", "yes"),
-                       "--early-columns must be auto, never or always, got 'yes'",
-                       tilenorm::UsageError);
+  using tilenorm::LoadPin;
+  using tilenorm::MomentFusion;
+  using tilenorm::PeeledRowShifts;
+  check_named_choice(
+      cli::parse_peeled_row_shifts, tilenorm::peeled_row_shifts_name,
+      {PeeledRowShifts::automatic, PeeledRowShifts::per_thread, PeeledRowShifts::per_row},
+      "--row-shifts", "each", "--row-shifts must be auto, per-thread or per-row, got 'each'");
+  check_named_choice(cli::parse_load_pin, tilenorm::load_pin_name,
+                     {LoadPin::rule, LoadPin::on, LoadPin::off, LoadPin::early}, "--load-pin",
+                     "yes", "--load-pin must be rule, on, off or early, got 'yes'");
+  check_named_choice(cli::parse_moment_fusion, tilenorm::moment_fusion_name,
+                     {MomentFusion::rule, MomentFusion::on, MomentFusion::off}, "--moments",
+                     "fused", "--moments must be rule, on or off, got 'fused'");
+  check_named_choice(cli::parse_early_columns, tilenorm::early_columns_name,
+                     {EarlyColumns::automatic, EarlyColumns::never, EarlyColumns::always},
+                     "--early-columns", "yes",
+                     "--early-columns must be auto, never or always, got 'yes'");
 }
 
 TEST_CASE("early_columns_pay: few parameter vectors, or every row block resident at once") {
