@@ -144,9 +144,7 @@ int dump(const std::vector<std::string>& args) {
         static_cast<int>(cli::parse_integer("--rows-per-cta", o.rows_per_cta, 1, kMaxKnob)),
         static_cast<int>(cli::parse_integer("--vec", o.vec, 1, kMaxKnob)),
         static_cast<int>(cli::parse_row_storage("--storage", o.storage)),
-        static_cast<int>(cli::parse_integer("--ctas-per-row", o.ctas_per_row, 1, 16)),
-        tn::kPinByRule,
-        tn::kMomentsByRule};
+        static_cast<int>(cli::parse_integer("--ctas-per-row", o.ctas_per_row, 1, 16))};
   } else {
     spec.config =
         tn::heuristic_config(lowered, spec.io_dtype, spec.param_dtype, n,

@@ -138,7 +138,7 @@ int fewest_threads(std::int64_t chunks, std::int64_t per_thread, int narrowest, 
 KernelConfig with_rows(int threads_per_row, int vec, RowStorage storage,
                        int cta_threads = kStackedCtaThreads) {
   const int rows = std::max(1, cta_threads / threads_per_row);
-  return {threads_per_row, rows, vec, static_cast<int>(storage), 1, kPinByRule, kMomentsByRule};
+  return {threads_per_row, rows, vec, static_cast<int>(storage), 1};
 }
 
 }  // namespace
@@ -489,8 +489,7 @@ struct Rows {
     const std::size_t l2_percent =
         comoments && sixteen_bit_vectors ? kRereadThriceL2Percent : kRereadL2Percent;
     if (in_flight_bytes * 100 > limits.l2_bytes * l2_percent) return std::nullopt;
-    const KernelConfig global{
-        threads, 1, vec, static_cast<int>(RowStorage::global), 1, kPinByRule, kMomentsByRule};
+    const KernelConfig global{threads, 1, vec, static_cast<int>(RowStorage::global), 1};
     if (!fits(global)) return std::nullopt;
     return global;
   }
@@ -518,13 +517,11 @@ struct Rows {
       return std::nullopt;
     std::optional<KernelConfig> config;
     if (!comoments && chunks > 2 * 1024 && chunks <= kSixteenBitMidRowVectors) {
-      config = KernelConfig{256, 1,          vec,           static_cast<int>(RowStorage::registers),
-                            1,   kPinByRule, kMomentsByRule};
+      config = KernelConfig{256, 1, vec, static_cast<int>(RowStorage::registers), 1};
     } else if (comoments && chunks > kSixteenBitMidComomentVectors &&
                chunks < kForwardClusterRowVectors) {
       if (launch_rows > 0 && m_bucket(launch_rows) <= resident_ctas(512)) return std::nullopt;
-      config = KernelConfig{
-          512, 1, vec, static_cast<int>(RowStorage::prefetched), 1, kPinByRule, kMomentsByRule};
+      config = KernelConfig{512, 1, vec, static_cast<int>(RowStorage::prefetched), 1};
     }
     if (!config || !fits(*config)) return std::nullopt;
     return config;
@@ -554,9 +551,8 @@ struct Rows {
         static_cast<int>(std::max<std::int64_t>(kShortBackwardMinThreads, chunks / 2));
     const int cta_threads =
         recomputing_backward && !two_column_sums ? kSmallPersistentCta : kStackedCtaThreads;
-    const KernelConfig config{
-        threads,    cta_threads / threads, vec, static_cast<int>(RowStorage::prefetched), 1,
-        kPinByRule, kMomentsByRule};
+    const KernelConfig config{threads, cta_threads / threads, vec,
+                              static_cast<int>(RowStorage::prefetched), 1};
     if (!fits(config)) return std::nullopt;
     return config;
   }
@@ -617,9 +613,8 @@ struct Rows {
     } else {
       return std::nullopt;
     }
-    const KernelConfig config{
-        threads,       kStackedCtaThreads / threads, vec, static_cast<int>(storage), 1, kPinByRule,
-        kMomentsByRule};
+    const KernelConfig config{threads, kStackedCtaThreads / threads, vec, static_cast<int>(storage),
+                              1};
     const std::int64_t rows_per_pass = resident_ctas(kStackedCtaThreads) * config.rows_per_cta;
     if (launch_rows > 0 && m_bucket(launch_rows) < rows_per_pass) return std::nullopt;
     if (!fits(config)) return std::nullopt;
@@ -673,8 +668,7 @@ struct Rows {
         row_input_count(program) != 1 || !limits.clusters() ||
         chunks <= kForwardClusterRowVectors || chunks > longest)
       return std::nullopt;
-    const KernelConfig config{
-        512, 1, vec, static_cast<int>(RowStorage::registers), 1, kPinByRule, kMomentsByRule};
+    const KernelConfig config{512, 1, vec, static_cast<int>(RowStorage::registers), 1};
     if (!fits(config)) return std::nullopt;
     return config;
   }
@@ -698,13 +692,8 @@ struct Rows {
       if (chunks % sweep != 0) continue;
       const std::int64_t ctas = chunks / sweep;
       if (ctas < 3 || ctas > most_ctas || is_power_of_two(ctas)) continue;
-      const KernelConfig config{threads,
-                                1,
-                                vec,
-                                static_cast<int>(RowStorage::prefetched),
-                                static_cast<int>(ctas),
-                                kPinByRule,
-                                kMomentsByRule};
+      const KernelConfig config{threads, 1, vec, static_cast<int>(RowStorage::prefetched),
+                                static_cast<int>(ctas)};
       if (fits(config)) return config;
     }
     return std::nullopt;
@@ -748,10 +737,8 @@ struct Rows {
         chunks < kClusterRowVectors && chunks % kStackedSliceVectors == 0 && limits.clusters()) {
       const auto ctas = static_cast<int>(chunks / kStackedSliceVectors);
       const int threads = static_cast<int>(kStackedSliceVectors / kClusterVectorsPerThread);
-      const KernelConfig config{threads,       stacked_cluster_rows(program, threads, chunks),
-                                vec,           static_cast<int>(RowStorage::prefetched),
-                                ctas,          kPinByRule,
-                                kMomentsByRule};
+      const KernelConfig config{threads, stacked_cluster_rows(program, threads, chunks), vec,
+                                static_cast<int>(RowStorage::prefetched), ctas};
       if (ctas <= limits.cluster_ctas && fits(config)) return config;
     }
     // LayerNorm's aligned bf16 rows of kClusterRowVectors (N = 16384) take the configurations
@@ -770,21 +757,12 @@ struct Rows {
     if (tuned_two_sum_rows && chunks == kClusterRowVectors) {
       const KernelConfig config =
           !recomputing_backward
-              ? KernelConfig{64,
-                             4,
-                             vec,
-                             static_cast<int>(RowStorage::prefetched),
-                             8,
-                             kPinByRule,
-                             kMomentsByRule}
-              : KernelConfig{
-                    256, 1,          vec,           static_cast<int>(RowStorage::prefetched),
-                    4,   kPinByRule, kMomentsByRule};
+              ? KernelConfig{64, 4, vec, static_cast<int>(RowStorage::prefetched), 8}
+              : KernelConfig{256, 1, vec, static_cast<int>(RowStorage::prefetched), 4};
       if (fits(config)) return config;
     }
     if (tuned_two_sum_rows && recomputing_backward && chunks == kStackedClusterRowVectors) {
-      const KernelConfig config{
-          128, 2, vec, static_cast<int>(RowStorage::prefetched), 4, kPinByRule, kMomentsByRule};
+      const KernelConfig config{128, 2, vec, static_cast<int>(RowStorage::prefetched), 4};
       if (fits(config)) return config;
     }
     // RMSNorm's recompute (one column sum) on aligned bf16 rows of kClusterRowVectors takes the
@@ -795,8 +773,7 @@ struct Rows {
     // Not LayerNorm without bias (two reduction phases, so two exchanges per row): unmeasured.
     if (tuned_cluster_rows && recomputing_backward && !two_column_sums && single_phase &&
         chunks == kClusterRowVectors) {
-      const KernelConfig config{
-          128, 1, vec, static_cast<int>(RowStorage::prefetched), 8, kPinByRule, kMomentsByRule};
+      const KernelConfig config{128, 1, vec, static_cast<int>(RowStorage::prefetched), 8};
       if (fits(config)) return config;
     }
     const bool cluster_backward =
@@ -851,13 +828,8 @@ struct Rows {
                                      dtype_size(io_dtype) < 4;
     if (limits.clusters() && peeled_long_forward && comoments && !cluster_forward) {
       const std::int64_t per_thread = 2 * kClusterVectorsPerThread;
-      const KernelConfig copied{next_power_of_two((row_slots + per_thread - 1) / per_thread),
-                                1,
-                                vec,
-                                static_cast<int>(RowStorage::prefetched),
-                                1,
-                                kPinByRule,
-                                kMomentsByRule};
+      const KernelConfig copied{next_power_of_two((row_slots + per_thread - 1) / per_thread), 1,
+                                vec, static_cast<int>(RowStorage::prefetched), 1};
       if (copied.threads_per_row <= 1024 && fits(copied) &&
           column_stash_bytes(program, {io_dtype, param_dtype, n, copied, peel_rows}) > 0)
         return copied;
@@ -983,13 +955,8 @@ struct Rows {
         const bool one_narrow_cta_per_sm = comoments && vec == 8 && threads == 256 && !peel_rows;
         if (exact && threads >= kSmallForwardCta && threads <= kLongSliceThreads &&
             !one_narrow_cta_per_sm) {
-          const KernelConfig config{static_cast<int>(threads),
-                                    1,
-                                    vec,
-                                    static_cast<int>(RowStorage::prefetched),
-                                    long_ctas,
-                                    kPinByRule,
-                                    kMomentsByRule};
+          const KernelConfig config{static_cast<int>(threads), 1, vec,
+                                    static_cast<int>(RowStorage::prefetched), long_ctas};
           if (fits(config)) return config;
         }
         if (comoments && !peel_rows) {
@@ -1006,9 +973,8 @@ struct Rows {
       const std::int64_t widest_slice = (chunks + ctas - 1) / ctas;
       if (!persistent && ctas == most_ctas && widest_slice > kLongSliceThreads * per_thread &&
           widest_slice <= kLongSliceThreads * 2 * per_thread) {
-        const KernelConfig config{
-            kLongSliceThreads, 1, vec, static_cast<int>(RowStorage::prefetched), ctas, kPinByRule,
-            kMomentsByRule};
+        const KernelConfig config{kLongSliceThreads, 1, vec,
+                                  static_cast<int>(RowStorage::prefetched), ctas};
         if (fits(config)) return config;
       }
       // Peeled rows of a 16-bit backward of more than two and at most four kClusterRowVectors
@@ -1025,9 +991,8 @@ struct Rows {
       if (cluster_backward && peel_rows && sixteen_bit_vectors && most_ctas >= 8 &&
           !(recomputing_backward && !single_phase) && body_vectors > 2 * kClusterRowVectors &&
           body_vectors <= 4 * kClusterRowVectors) {
-        const KernelConfig config{
-            kLongSliceThreads / 2, 1, vec, static_cast<int>(RowStorage::prefetched), 8, kPinByRule,
-            kMomentsByRule};
+        const KernelConfig config{kLongSliceThreads / 2, 1, vec,
+                                  static_cast<int>(RowStorage::prefetched), 8};
         if (fits(config)) return config;
       }
       // A recomputing bf16 backward at twice kClusterRowVectors (N = 32768) runs two vectors per
@@ -1060,14 +1025,12 @@ struct Rows {
         // rows of recomputing backwards (LayerNorm bf16 65536 on 16 x 128 x 4 61.2 against 65.1).
         const int stacked = stacked_cluster_rows(program, threads, chunks);
         if (cluster_backward && !peel_rows && stacked > 1) {
-          const KernelConfig config{
-              threads, stacked,    vec,           static_cast<int>(RowStorage::prefetched),
-              split,   kPinByRule, kMomentsByRule};
+          const KernelConfig config{threads, stacked, vec, static_cast<int>(RowStorage::prefetched),
+                                    split};
           if (fits(config)) return config;
         }
         for (RowStorage storage : {RowStorage::prefetched, RowStorage::registers}) {
-          const KernelConfig config{threads, 1,          vec,           static_cast<int>(storage),
-                                    split,   kPinByRule, kMomentsByRule};
+          const KernelConfig config{threads, 1, vec, static_cast<int>(storage), split};
           if (fits(config)) return config;
         }
       }
@@ -1095,9 +1058,8 @@ struct Rows {
       const bool staged_slices_faster = two_column_sums ? recomputing_backward : paired_row_sums;
       if (cluster_backward && staged_slices_faster && dtype_size(io_dtype) == 4 &&
           chunks == std::int64_t{kLongSliceThreads} * ctas * 2 * kClusterVectorsPerThread) {
-        const KernelConfig staged{
-            kLongSliceThreads, 1, vec, static_cast<int>(RowStorage::staged), ctas, kPinByRule,
-            kMomentsByRule};
+        const KernelConfig staged{kLongSliceThreads, 1, vec, static_cast<int>(RowStorage::staged),
+                                  ctas};
         const KernelSpec fitted =
             fit_shared_memory(program, {io_dtype, param_dtype, n, staged, peel_rows}, limits);
         if (!config_problem(program, fitted) && !fitted.partials_in_registers &&
@@ -1106,12 +1068,10 @@ struct Rows {
           return staged;
       }
       if (cluster_backward) {
-        const KernelConfig long_slices{
-            kLongSliceThreads, 1, vec, static_cast<int>(RowStorage::registers), ctas, kPinByRule,
-            kMomentsByRule};
+        const KernelConfig long_slices{kLongSliceThreads, 1, vec,
+                                       static_cast<int>(RowStorage::registers), ctas};
         if (fits(long_slices)) return long_slices;
-        const KernelConfig global{
-            1024, 1, vec, static_cast<int>(RowStorage::global), ctas, kPinByRule, kMomentsByRule};
+        const KernelConfig global{1024, 1, vec, static_cast<int>(RowStorage::global), ctas};
         if (fits(global)) return global;
       }
     }

@@ -70,7 +70,7 @@ std::string_view row_storage_name(RowStorage storage);
 // fifty-seventh sessions), so the tuner tries each; next_row_loads_pin() resolves it.
 enum class LoadPin : int { rule = 0, on = 1, off = 2, early = 3 };
 inline constexpr int kLoadPinCount = 4;
-inline constexpr int kPinByRule = static_cast<int>(LoadPin::rule);  // for KernelConfig{...}
+inline constexpr int kPinByRule = static_cast<int>(LoadPin::rule);  // KernelConfig's default
 inline constexpr int kMomentsByRule = static_cast<int>(MomentFusion::rule);  // likewise
 std::string_view load_pin_name(LoadPin pin);
 
@@ -78,17 +78,19 @@ std::string_view load_pin_name(LoadPin pin);
 // thread-block cluster.
 inline constexpr int kMaxCtasPerRow = 16;
 
-// The tunable knobs, baked into the generated source as constexpr values.
+// The tunable knobs, baked into the generated source as constexpr values. The knobs added after
+// the first five (kKernelConfigLaterFields) default to their rule, so a configuration written
+// in braces may leave them out and mean the rule, as one read from older JSON does.
 struct KernelConfig {
-  BOOST_HANA_DEFINE_STRUCT(KernelConfig, (int, threads_per_row),  // power of two, 1..1024
-                           (int, rows_per_cta),  // power of two; block = product, 32..1024
-                           (int, vec),           // elements per vector access, <= 16 bytes
-                           (int, row_storage),   // a RowStorage value
-                           (int, ctas_per_row),  // CTAs of one thread-block cluster that
-                                                 // split each row: 1 (no cluster) .. 16, sm_90+
-                           (int, load_pin),      // a LoadPin value
-                           (int, moments));      // a MomentFusion value: how fuse_moments
-                                                 // lowers the program for this kernel
+  int threads_per_row;  // power of two, 1..1024
+  int rows_per_cta;     // power of two; block = product, 32..1024
+  int vec;              // elements per vector access, <= 16 bytes
+  int row_storage;      // a RowStorage value
+  int ctas_per_row;     // CTAs of one thread-block cluster that split each row: 1 (no cluster)
+                        // .. 16, sm_90+
+  int load_pin = kPinByRule;     // a LoadPin value
+  int moments = kMomentsByRule;  // a MomentFusion value: how fuse_moments lowers the program
+                                 // for this kernel
   bool operator==(const KernelConfig& other) const;
   std::string describe() const;
 };
@@ -302,3 +304,7 @@ std::string_view device_prelude_sm90();
 std::string_view device_prelude_exchange();
 
 }  // namespace tilenorm
+
+// KernelConfig's fields for Boost.Hana (reflect.hpp, the search space's domains), in order.
+BOOST_HANA_ADAPT_STRUCT(tilenorm::KernelConfig, threads_per_row, rows_per_cta, vec, row_storage,
+                        ctas_per_row, load_pin, moments);

@@ -1,5 +1,5 @@
 #pragma once
-// Generic conversions for BOOST_HANA_DEFINE_STRUCT aggregates of integer fields: JSON and a
+// Generic conversions for Boost.Hana-adapted aggregates of integer fields: JSON and a
 // "name=value" description, written once instead of once per struct.
 #include <algorithm>
 #include <boost/hana.hpp>
