@@ -41,8 +41,10 @@ constexpr std::size_t kMaxCandidatesPerShape = 35;
 // prefetched cluster slices of two or four rows per CTA beside one (48 at fp32 N = 4096), and on
 // clusters of 16 from rows of 2048 vectors, the load pins the rule does not choose (64 at fp32
 // N = 16384; tuning 16 backward shapes of up to 55 candidates, two M each, took 76 s on an
-// H100, fifty-seventh session).
-constexpr std::size_t kMaxCandidatesPerBackwardShape = 64;
+// H100, fifty-seventh session), and, in LayerNorm's recompute, co-moments on kernels that fetch
+// ahead (67 at fp32 N = 4096 without bias; 14 shapes of up to 52, two M each, took 38 s on an
+// H100, seventy-ninth session).
+constexpr std::size_t kMaxCandidatesPerBackwardShape = 72;
 
 bool contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
@@ -336,16 +338,18 @@ TEST_CASE("search space: co-moments are searched in backwards that lower another
     c.moments = static_cast<int>(fusion);
     return c;
   };
-  // LayerNorm's recompute: each cluster survivor that fetches ahead has its twin with
-  // co-moments; one CTA per row and plain registers do not, and off is the rule's kernel.
+  // LayerNorm's recompute: each survivor that fetches ahead (prefetched rows of one CTA, or a
+  // cluster's prefetched, staged or pipelined slices) has its twin with co-moments; rows in
+  // registers or staged on one CTA do not, and off is the rule's kernel.
   const auto recompute = tilenorm::explore_search_space(lowered("layer_norm_backward_recompute"),
                                                         DType::bf16, DType::bf16, 8192, limits);
   std::size_t ahead = 0, fused = 0;
   for (const auto& c : recompute.candidates) {
     CHECK(c.config.moments != static_cast<int>(MomentFusion::off));
     const bool on = c.config.moments == static_cast<int>(MomentFusion::on);
-    const bool in_scope = c.config.ctas_per_row > 1 &&
-                          tilenorm::fetches_ahead(static_cast<RowStorage>(c.config.row_storage));
+    const auto storage = static_cast<RowStorage>(c.config.row_storage);
+    const bool in_scope = c.config.ctas_per_row == 1 ? storage == RowStorage::prefetched
+                                                     : tilenorm::fetches_ahead(storage);
     CHECK((!on || in_scope));
     if (on) ++fused;
     if (!on && in_scope) {
@@ -358,9 +362,21 @@ TEST_CASE("search space: co-moments are searched in backwards that lower another
   tilenorm::KernelConfig slices = config(64, 2, 8, RowStorage::prefetched);
   slices.ctas_per_row = 4;
   CHECK(survives(recompute.candidates, with(slices, MomentFusion::on)));
+  const char* const out_of_scope =
+      "moments on is searched on kernels that fetch the next row "
+      "block ahead (prefetched rows of one CTA, or any such cluster)";
   const tilenorm::KernelConfig one_cta = config(512, 1, 8, RowStorage::registers);
-  CHECK(pruned_entry(recompute, with(one_cta, MomentFusion::on)).reason ==
-        "moments on is searched on clusters that fetch the next row block ahead");
+  CHECK(pruned_entry(recompute, with(one_cta, MomentFusion::on)).reason == out_of_scope);
+  // On one CTA, prefetched rows take co-moments (N = 4096's best configuration of the rule, the
+  // seventy-ninth session's H100 tuning), rows staged in shared memory do not.
+  const auto medium_rows = tilenorm::explore_search_space(lowered("layer_norm_backward_recompute"),
+                                                          DType::bf16, DType::bf16, 4096, limits);
+  const tilenorm::KernelConfig prefetched_cta = config(64, 4, 8, RowStorage::prefetched);
+  CHECK(survives(medium_rows.candidates, prefetched_cta));
+  CHECK(survives(medium_rows.candidates, with(prefetched_cta, MomentFusion::on)));
+  const tilenorm::KernelConfig staged_cta = config(128, 2, 8, RowStorage::staged);
+  CHECK(survives(medium_rows.candidates, staged_cta));
+  CHECK(pruned_entry(medium_rows, with(staged_cta, MomentFusion::on)).reason == out_of_scope);
   const auto off = pruned_entry(recompute, with(one_cta, MomentFusion::off));
   CHECK(off.rule == PruneRule::moments_scope);
   CHECK(off.reason == "moments off lowers the program as the rule does (moments rule)");

@@ -29,7 +29,8 @@ std::vector<FieldDomain> search_domains(DType io_dtype, DType param_dtype);
 enum class PruneRule {
   moments_scope,       // moments other than the rule where they lower the program as the rule
                        // does, in a program that does not sum across rows (a forward), or
-                       // outside clusters that fetch ahead (prefetched, staged, pipelined)
+                       // outside kernels that fetch ahead (one CTA's prefetched rows, a cluster's
+                       // prefetched, staged or pipelined slices)
   invalid_config,      // config_problem(): divisibility, register budget, vec width, block size
   shared_memory,       // dynamic shared memory over the device's per-block limit
   misaligned_vec,      // contiguous rows of N elements are not aligned for this vec
