@@ -218,11 +218,22 @@ std::optional<PrunedCandidate> prune(const Context& context, const KernelConfig&
   // many as kStackedClusterRows and kStackedClusterThreads allow (the heuristic's choice) or
   // fewer (bf16 RMSNorm N = 65536 on 16 x 128 threads ran 87.6% of the copy ceiling with two
   // rows per CTA, 85.6% with four; LayerNorm 70.3% and 74.9%), and a recomputing one's on rows
-  // of up to 1024 vectors.
+  // of up to 1024 vectors. With co-moments a recomputing backward's statistics share the phase
+  // of its sums: one exchange per row block, as where they are read saved, so its slices are
+  // searched stacked as that one's at any length (LayerNorm's recompute at bf16 N = 16384 ran
+  // 6.5 points below its saved backward, which stacks two rows there; seventy-ninth session).
+  // Two rows on clusters of a power of two: more kept the space within its per-shape budget.
+  constexpr int kStackedRecomputeRows = 2;
+  const bool one_exchange_recompute = config.moments == static_cast<int>(MomentFusion::on) &&
+                                      persistent && !odd_cluster &&
+                                      config.threads_per_row >= kStackedClusterMinThreads;
+  const int stackable_rows = std::max(
+      stacked_cluster_rows(context.program, config.threads_per_row, vectors_per_row),
+      one_exchange_recompute
+          ? std::min(kStackedRecomputeRows, kStackedClusterThreads / config.threads_per_row)
+          : 1);
   const bool stacked_slices =
-      storage == RowStorage::prefetched &&
-      config.rows_per_cta <=
-          stacked_cluster_rows(context.program, config.threads_per_row, vectors_per_row);
+      storage == RowStorage::prefetched && config.rows_per_cta <= stackable_rows;
   if (config.ctas_per_row > 1 && !cluster_rereads &&
       (!rows_in_registers(storage) || (config.rows_per_cta > 1 && !stacked_slices))) {
     return pruned(PruneRule::needless_cluster,

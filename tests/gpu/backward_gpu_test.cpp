@@ -268,9 +268,9 @@ TEST_CASE("backward: clusters with other load pins than the rule match the inter
 
 // KernelConfig::moments on: LayerNorm's recomputing backward in one phase of co-moments instead
 // of two of plain sums, on the kernels the tuner searches it on (stacked prefetched slices,
-// ragged slices of 16 CTAs, pipelined slices, which only the one phase makes valid, and
-// prefetched rows of one CTA), with and without bias, in every dtype (bf16 and fp32 in the
-// quick matrix).
+// ragged slices of 16 CTAs, pipelined slices, which only the one phase makes valid, prefetched
+// rows of one CTA, and slices of two rows on rows of 2048 vectors, where only the one phase
+// stacks them), with and without bias, in every dtype (bf16 and fp32 in the quick matrix).
 TEST_CASE("backward: clusters and one CTA recompute LayerNorm in one phase of co-moments") {
   if (!runs_clusters(backward_runtime())) return;
   const tilenorm::ir::Program& layer_norm = tilenorm::kernels::builtin_program("layer_norm");
@@ -299,6 +299,7 @@ TEST_CASE("backward: clusters and one CTA recompute LayerNorm in one phase of co
           {20000, 300, {128, 1, vec, prefetched, 16, tilenorm::kPinByRule, on}},
           {16 * 128 * 4 * vec, 5, {128, 1, vec, pipelined, 16, tilenorm::kPinByRule, on}},
           {64 * 8 * vec, 1000, {64, 4, vec, prefetched, 1, tilenorm::kPinByRule, on}},
+          {8 * 128 * 2 * vec, 300, {128, 2, vec, prefetched, 8, tilenorm::kPinByRule, on}},
       };
       for (const Case& c : cases) {
         CAPTURE(program.name);
@@ -319,7 +320,7 @@ TEST_CASE("backward: clusters and one CTA recompute LayerNorm in one phase of co
       }
     }
   }
-  CHECK(checked == 8 * static_cast<int>(dtypes.size()));
+  CHECK(checked == 10 * static_cast<int>(dtypes.size()));
 }
 
 // Clusters need not be a power of two: three, six and twelve CTAs (twelve is non-portable).

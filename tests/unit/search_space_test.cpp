@@ -42,9 +42,10 @@ constexpr std::size_t kMaxCandidatesPerShape = 35;
 // clusters of 16 from rows of 2048 vectors, the load pins the rule does not choose (64 at fp32
 // N = 16384; tuning 16 backward shapes of up to 55 candidates, two M each, took 76 s on an
 // H100, fifty-seventh session), and, in LayerNorm's recompute, co-moments on kernels that fetch
-// ahead (67 at fp32 N = 4096 without bias; 14 shapes of up to 52, two M each, took 38 s on an
-// H100, seventy-ninth session).
-constexpr std::size_t kMaxCandidatesPerBackwardShape = 72;
+// ahead, and their cluster slices stacked two rows per CTA (73 at fp32 N = 16384 without bias;
+// 14 shapes of up to 52, two M each, took 38 s on an H100, seventy-ninth session: about 3 s
+// per (kernel, dtype, N), and 73 candidates about 5 s, within the 10 s a shape may take cold).
+constexpr std::size_t kMaxCandidatesPerBackwardShape = 80;
 
 bool contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
@@ -380,6 +381,18 @@ TEST_CASE("search space: co-moments are searched in backwards that lower another
   const auto off = pruned_entry(recompute, with(one_cta, MomentFusion::off));
   CHECK(off.rule == PruneRule::moments_scope);
   CHECK(off.reason == "moments off lowers the program as the rule does (moments rule)");
+  // One exchange per row block also lets the recompute's cluster slices stack two rows, as the
+  // saved backward's do; without co-moments they stack only on rows of up to 1024 vectors.
+  const auto stacked = tilenorm::explore_search_space(lowered("layer_norm_backward_recompute"),
+                                                      DType::bf16, DType::bf16, 16384, limits);
+  tilenorm::KernelConfig two_rows = config(128, 2, 8, RowStorage::prefetched);
+  two_rows.ctas_per_row = 8;
+  CHECK(survives(stacked.candidates, with(two_rows, MomentFusion::on)));
+  CHECK(pruned_entry(stacked, two_rows).rule == PruneRule::needless_cluster);
+  tilenorm::KernelConfig four_rows = config(128, 4, 8, RowStorage::prefetched);
+  four_rows.ctas_per_row = 8;
+  CHECK(pruned_entry(stacked, with(four_rows, MomentFusion::on)).rule ==
+        PruneRule::needless_cluster);
   // One phase makes pipelined slices valid: searched with co-moments only.
   const auto long_rows = tilenorm::explore_search_space(lowered("layer_norm_backward_recompute"),
                                                         DType::bf16, DType::bf16, 65536, limits);
