@@ -339,11 +339,18 @@ TEST_CASE("search space: co-moments are searched in backwards that lower another
     c.moments = static_cast<int>(fusion);
     return c;
   };
+  auto on_cluster = [](tilenorm::KernelConfig c, int ctas) {
+    c.ctas_per_row = ctas;
+    return c;
+  };
+  auto recompute_space = [&](std::int64_t n) {
+    return tilenorm::explore_search_space(lowered("layer_norm_backward_recompute"), DType::bf16,
+                                          DType::bf16, n, limits);
+  };
   // LayerNorm's recompute: each survivor that fetches ahead (prefetched rows of one CTA, or a
   // cluster's prefetched, staged or pipelined slices) has its twin with co-moments; rows in
   // registers or staged on one CTA do not, and off is the rule's kernel.
-  const auto recompute = tilenorm::explore_search_space(lowered("layer_norm_backward_recompute"),
-                                                        DType::bf16, DType::bf16, 8192, limits);
+  const auto recompute = recompute_space(8192);
   std::size_t ahead = 0, fused = 0;
   for (const auto& c : recompute.candidates) {
     CHECK(c.config.moments != static_cast<int>(MomentFusion::off));
@@ -360,8 +367,7 @@ TEST_CASE("search space: co-moments are searched in backwards that lower another
   }
   CHECK(ahead > 0);
   CHECK(fused == ahead);
-  tilenorm::KernelConfig slices = config(64, 2, 8, RowStorage::prefetched);
-  slices.ctas_per_row = 4;
+  const tilenorm::KernelConfig slices = on_cluster(config(64, 2, 8, RowStorage::prefetched), 4);
   CHECK(survives(recompute.candidates, with(slices, MomentFusion::on)));
   const char* const out_of_scope =
       "moments on is searched on kernels that fetch the next row "
@@ -370,8 +376,7 @@ TEST_CASE("search space: co-moments are searched in backwards that lower another
   CHECK(pruned_entry(recompute, with(one_cta, MomentFusion::on)).reason == out_of_scope);
   // On one CTA, prefetched rows take co-moments (N = 4096's best configuration of the rule, the
   // seventy-ninth session's H100 tuning), rows staged in shared memory do not.
-  const auto medium_rows = tilenorm::explore_search_space(lowered("layer_norm_backward_recompute"),
-                                                          DType::bf16, DType::bf16, 4096, limits);
+  const auto medium_rows = recompute_space(4096);
   const tilenorm::KernelConfig prefetched_cta = config(64, 4, 8, RowStorage::prefetched);
   CHECK(survives(medium_rows.candidates, prefetched_cta));
   CHECK(survives(medium_rows.candidates, with(prefetched_cta, MomentFusion::on)));
@@ -383,21 +388,16 @@ TEST_CASE("search space: co-moments are searched in backwards that lower another
   CHECK(off.reason == "moments off lowers the program as the rule does (moments rule)");
   // One exchange per row block also lets the recompute's cluster slices stack two rows, as the
   // saved backward's do; without co-moments they stack only on rows of up to 1024 vectors.
-  const auto stacked = tilenorm::explore_search_space(lowered("layer_norm_backward_recompute"),
-                                                      DType::bf16, DType::bf16, 16384, limits);
-  tilenorm::KernelConfig two_rows = config(128, 2, 8, RowStorage::prefetched);
-  two_rows.ctas_per_row = 8;
+  const auto stacked = recompute_space(16384);
+  const tilenorm::KernelConfig two_rows = on_cluster(config(128, 2, 8, RowStorage::prefetched), 8);
   CHECK(survives(stacked.candidates, with(two_rows, MomentFusion::on)));
   CHECK(pruned_entry(stacked, two_rows).rule == PruneRule::needless_cluster);
-  tilenorm::KernelConfig four_rows = config(128, 4, 8, RowStorage::prefetched);
-  four_rows.ctas_per_row = 8;
+  const tilenorm::KernelConfig four_rows = on_cluster(config(128, 4, 8, RowStorage::prefetched), 8);
   CHECK(pruned_entry(stacked, with(four_rows, MomentFusion::on)).rule ==
         PruneRule::needless_cluster);
   // One phase makes pipelined slices valid: searched with co-moments only.
-  const auto long_rows = tilenorm::explore_search_space(lowered("layer_norm_backward_recompute"),
-                                                        DType::bf16, DType::bf16, 65536, limits);
-  tilenorm::KernelConfig pipelined = config(256, 1, 8, RowStorage::pipelined);
-  pipelined.ctas_per_row = 16;
+  const auto long_rows = recompute_space(65536);
+  const tilenorm::KernelConfig pipelined = on_cluster(config(256, 1, 8, RowStorage::pipelined), 16);
   CHECK(survives(long_rows.candidates, with(pipelined, MomentFusion::on)));
   CHECK(pruned_entry(long_rows, pipelined).rule == PruneRule::invalid_config);
   // RMSNorm's has nothing to fuse; LayerNorm's forward has, off, but forwards keep the rule.
