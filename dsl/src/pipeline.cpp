@@ -56,10 +56,14 @@ std::string_view moment_fusion_name(MomentFusion fusion) {
 
 namespace {
 
-// The pipeline from fuse_moments on, which KernelConfig::moments may run another way.
-LoweredProgram lower_factored(const ir::Program& factored, MomentFusion fusion, bool dumping) {
-  ir::Program fused = passes::cse(passes::fuse_moments(factored, fusion));
-  if (dumping) dump("fuse_moments", fused.to_string());
+// fuse_moments as `fusion` asks, with its cse: where KernelConfig::moments may lower a program
+// another way.
+ir::Program fused_moments(const ir::Program& factored, MomentFusion fusion) {
+  return passes::cse(passes::fuse_moments(factored, fusion));
+}
+
+// The pipeline after fuse_moments.
+LoweredProgram lower_fused(const ir::Program& fused, bool dumping) {
   ir::Program hoisted = passes::cse(passes::hoist_reciprocals(fused));
   if (dumping) dump("hoist_reciprocals", hoisted.to_string());
   LoweredProgram lowered = passes::schedule_reductions(hoisted);
@@ -80,12 +84,16 @@ LoweredProgram lower(const ir::Program& program) {
   if (dumping) dump("cse", shared.to_string());
   ir::Program factored = passes::cse(passes::factor_reductions(shared));
   if (dumping) dump("factor_reductions", factored.to_string());
-  LoweredProgram lowered = lower_factored(factored, MomentFusion::rule, dumping);
-  const std::string by_rule = lowered.to_string();
+  const ir::Program fused = fused_moments(factored, MomentFusion::rule);
+  if (dumping) dump("fuse_moments", fused.to_string());
+  LoweredProgram lowered = lower_fused(fused, dumping);
+  // The passes after fuse_moments are deterministic, so the other lowerings differ from the
+  // rule's exactly where fuse_moments does: only those are lowered further.
+  const std::string fused_by_rule = fused.to_string();
   auto other_than_rule = [&](MomentFusion fusion) -> std::shared_ptr<const LoweredProgram> {
-    auto other = std::make_shared<LoweredProgram>(lower_factored(factored, fusion, false));
-    if (other->to_string() == by_rule) return nullptr;
-    return other;
+    const ir::Program other = fused_moments(factored, fusion);
+    if (other.to_string() == fused_by_rule) return nullptr;
+    return std::make_shared<LoweredProgram>(lower_fused(other, false));
   };
   lowered.moments_on = other_than_rule(MomentFusion::on);
   lowered.moments_off = other_than_rule(MomentFusion::off);
