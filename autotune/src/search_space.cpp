@@ -13,6 +13,9 @@ namespace {
 namespace hana = boost::hana;
 
 // Pruning thresholds; docs/autotuning.md explains each one.
+constexpr const char* kColumnFetchScope =
+    "column_fetch early or late is searched where a kernel can fetch its column parameters "
+    "early: rows of one CTA in registers, not peeled, not persistent";
 constexpr std::int64_t kMinBlockThreads = 64;
 constexpr std::int64_t kCoalescedBytes = 128;  // one L2 cache line
 constexpr std::int64_t kMaxElementsPerThread = 64;
@@ -49,19 +52,20 @@ std::vector<int> domain_for_field(const std::string& field, DType io_dtype, DTyp
   if (field == "row_storage") return every_value(0, kRowStorageCount - 1);
   if (field == "load_pin") return every_value(0, kLoadPinCount - 1);
   if (field == "moments") return every_value(0, kMomentFusionCount - 1);
+  if (field == "column_fetch") return every_value(0, kColumnFetchCount - 1);
   throw Error("KernelConfig field '" + field +
               "' has no autotuning domain: add one to domain_for_field() in "
               "autotune/src/search_space.cpp");
 }
 
-// Every combination of the domains' values, the last field varying fastest.
-template <class Struct>
-std::vector<Struct> cartesian_product(const std::vector<FieldDomain>& domains) {
+// Visits every combination of the domains' values, the last field varying fastest (one at a
+// time: the product has a million and more).
+template <class Struct, class Visit>
+void for_each_combination(const std::vector<FieldDomain>& domains, Visit&& visit) {
   for (const auto& domain : domains) {
-    if (domain.values.empty()) return {};
+    if (domain.values.empty()) return;
   }
   std::vector<std::size_t> index(domains.size(), 0);
-  std::vector<Struct> product;
   for (;;) {
     Struct value{};
     std::size_t field = 0;
@@ -69,13 +73,13 @@ std::vector<Struct> cartesian_product(const std::vector<FieldDomain>& domains) {
       hana::second(accessor)(value) = domains[field].values[index[field]];
       ++field;
     });
-    product.push_back(value);
+    visit(value);
     std::size_t digit = domains.size();
     while (digit > 0 && ++index[digit - 1] == domains[digit - 1].values.size()) {
       index[digit - 1] = 0;
       --digit;
     }
-    if (digit == 0) return product;
+    if (digit == 0) return;
   }
 }
 
@@ -129,11 +133,33 @@ std::optional<PrunedCandidate> prune(const Context& context, const KernelConfig&
                         " (prefetched rows of one CTA, or any such cluster)");
     }
   }
+  // A column fetch other than the rule's: first, and cheap, outside rows of one CTA in
+  // registers, which alone can fetch early (can_fetch_columns_early, below).
+  if (config.column_fetch != kColumnFetchByRule &&
+      (static_cast<RowStorage>(config.row_storage) != RowStorage::registers ||
+       config.ctas_per_row != 1)) {
+    return pruned(PruneRule::column_fetch_scope, kColumnFetchScope);
+  }
   KernelSpec spec{context.io_dtype, context.param_dtype, context.n, config};
   spec.peel_rows = context.peel_rows;
   spec = fit_shared_memory(context.program, spec, context.limits);
   if (auto problem = config_problem(context.program, spec)) {
     return pruned(PruneRule::invalid_config, *problem);
+  }
+  // A column fetch other than the rule's where the kernel can fetch early: late where the rule
+  // fetches early at any M (few parameter vectors), early where it does not at many rows.
+  if (const auto fetch = static_cast<ColumnFetch>(config.column_fetch);
+      fetch != ColumnFetch::rule) {
+    const std::string choice = "column_fetch " + std::string(column_fetch_name(fetch));
+    if (!can_fetch_columns_early(context.program, spec)) {
+      return pruned(PruneRule::column_fetch_scope, kColumnFetchScope);
+    }
+    const std::int64_t parameter_vectors = early_column_vectors(context.program, spec);
+    if ((parameter_vectors <= kEarlyColumnVectors) == (fetch == ColumnFetch::early)) {
+      return pruned(PruneRule::column_fetch_scope,
+                    choice + " is what the rule does with " + std::to_string(parameter_vectors) +
+                        " parameter vectors per thread (column_fetch rule)");
+    }
   }
   const std::size_t shared_bytes = dynamic_shared_memory_bytes(context.program, spec);
   if (shared_bytes > context.limits.shared_memory_per_block) {
@@ -445,6 +471,8 @@ std::string_view prune_rule_name(PruneRule rule) {
       return "load pin outside its scope";
     case PruneRule::moments_scope:
       return "moments outside their scope";
+    case PruneRule::column_fetch_scope:
+      return "column fetch outside its scope";
   }
   return "?";
 }
@@ -497,31 +525,41 @@ KernelConfig contiguous_rows_heuristic(const LoweredProgram& program, DType io_d
                           launch_rows);
 }
 
-SearchSpace explore_search_space(const LoweredProgram& program, DType io_dtype, DType param_dtype,
-                                 std::int64_t n, const DeviceLimits& limits) {
+namespace {
+
+// The survivors, and with `keep_pruned` every pruned configuration with its reason.
+SearchSpace search(const LoweredProgram& program, DType io_dtype, DType param_dtype, std::int64_t n,
+                   const DeviceLimits& limits, bool keep_pruned) {
   if (n < 1) throw Error("search space: N must be at least 1, got " + std::to_string(n));
   const ContiguousRows rows = contiguous_rows(program, io_dtype, param_dtype, n);
   const Context context{program, io_dtype, param_dtype,    n,
                         limits,  rows.vec, rows.peel_rows, plan_kernels(program)};
   SearchSpace space;
-  for (const KernelConfig& config :
-       cartesian_product<KernelConfig>(search_domains(io_dtype, param_dtype))) {
-    if (auto pruned = prune(context, config)) {
-      space.pruned.push_back(std::move(*pruned));
-    } else {
-      KernelSpec spec{io_dtype, param_dtype, n, config};
-      spec.peel_rows = context.peel_rows;
-      spec = fit_shared_memory(program, spec, limits);
-      space.candidates.push_back({config, dynamic_shared_memory_bytes(program, spec)});
-    }
-  }
+  for_each_combination<KernelConfig>(
+      search_domains(io_dtype, param_dtype), [&](const KernelConfig& config) {
+        if (auto pruned = prune(context, config)) {
+          if (keep_pruned) space.pruned.push_back(std::move(*pruned));
+          return;
+        }
+        KernelSpec spec{io_dtype, param_dtype, n, config};
+        spec.peel_rows = context.peel_rows;
+        spec = fit_shared_memory(program, spec, limits);
+        space.candidates.push_back({config, dynamic_shared_memory_bytes(program, spec)});
+      });
   return space;
+}
+
+}  // namespace
+
+SearchSpace explore_search_space(const LoweredProgram& program, DType io_dtype, DType param_dtype,
+                                 std::int64_t n, const DeviceLimits& limits) {
+  return search(program, io_dtype, param_dtype, n, limits, true);
 }
 
 std::vector<Candidate> build_search_space(const LoweredProgram& program, DType io_dtype,
                                           DType param_dtype, std::int64_t n,
                                           const DeviceLimits& limits) {
-  return explore_search_space(program, io_dtype, param_dtype, n, limits).candidates;
+  return search(program, io_dtype, param_dtype, n, limits, false).candidates;
 }
 
 std::string short_config(const KernelConfig& config) {
@@ -532,6 +570,7 @@ std::string short_config(const KernelConfig& config) {
     if (field == "ctas_per_row" && value == 1) return;       // no cluster: the common case, unsaid
     if (field == "load_pin" && value == kPinByRule) return;  // likewise
     if (field == "moments" && value == kMomentsByRule) return;
+    if (field == "column_fetch" && value == kColumnFetchByRule) return;
     if (!text.empty()) text += ' ';
     if (field == "row_storage") {
       text += row_storage_name(static_cast<RowStorage>(value));
@@ -547,6 +586,10 @@ std::string short_config(const KernelConfig& config) {
     }
     if (field == "moments" && value >= 0 && value < kMomentFusionCount) {
       text += "moments=" + std::string(moment_fusion_name(static_cast<MomentFusion>(value)));
+      return;
+    }
+    if (field == "column_fetch" && value >= 0 && value < kColumnFetchCount) {
+      text += "fetch=" + std::string(column_fetch_name(static_cast<ColumnFetch>(value)));
       return;
     }
     std::string initials;

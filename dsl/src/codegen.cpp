@@ -65,12 +65,24 @@ std::string_view load_pin_name(LoadPin pin) {
   return "?";
 }
 
+std::string_view column_fetch_name(ColumnFetch fetch) {
+  switch (fetch) {
+    case ColumnFetch::rule:
+      return "rule";
+    case ColumnFetch::early:
+      return "early";
+    case ColumnFetch::late:
+      return "late";
+  }
+  return "?";
+}
+
 bool KernelConfig::operator==(const KernelConfig& other) const {
   return reflect::equal(*this, other);
 }
 std::string KernelConfig::describe() const {
-  // Row storage, the load pin and the moments by name: a bare number says nothing to a reader.
-  // A pin or moments left to its rule is not said (most kernels have no such choice).
+  // Row storage, the load pin, the moments and the column fetch by name: a bare number says
+  // nothing to a reader. A knob left to its rule is not said (most kernels have no such choice).
   return reflect::describe(
       *this, [](std::string_view field, int value) -> std::optional<std::string> {
         if (field == "row_storage" && value >= 0 && value < kRowStorageCount)
@@ -82,6 +94,9 @@ std::string KernelConfig::describe() const {
           return std::nullopt;
         if (field == "moments" && value > 0 && value < kMomentFusionCount)
           return std::string(moment_fusion_name(static_cast<MomentFusion>(value)));
+        if (field == "column_fetch" && value == kColumnFetchByRule) return std::nullopt;
+        if (field == "column_fetch" && value > 0 && value < kColumnFetchCount)
+          return std::string(column_fetch_name(static_cast<ColumnFetch>(value)));
         return std::to_string(value);
       });
 }
@@ -2756,6 +2771,10 @@ std::optional<std::string> config_problem(const LoweredProgram& program, const K
   }
   if (c.moments < 0 || c.moments >= kMomentFusionCount) {
     return "moments must be 0 (rule), 1 (on) or 2 (off), got " + std::to_string(c.moments);
+  }
+  if (c.column_fetch < 0 || c.column_fetch >= kColumnFetchCount) {
+    return "column_fetch must be 0 (rule), 1 (early) or 2 (late), got " +
+           std::to_string(c.column_fetch);
   }
   if (c.ctas_per_row > 1 && c.rows_per_cta != 1 && spec.peel_rows) {
     return "peel_rows (rows that start misaligned) on a cluster needs rows_per_cta 1 with "

@@ -219,6 +219,14 @@ bool early_columns_pay(std::int64_t column_vectors, std::int64_t row_blocks, int
 bool fetches_columns_early(const LoweredProgram& program, const KernelSpec& spec, std::int64_t rows,
                            const driver::DeviceInfo& device) {
   if (!can_fetch_columns_early(program, spec)) return false;
+  switch (static_cast<ColumnFetch>(spec.config.column_fetch)) {
+    case ColumnFetch::early:
+      return true;
+    case ColumnFetch::late:
+      return false;
+    case ColumnFetch::rule:
+      break;
+  }
   const std::int64_t rows_per_cta = spec.config.rows_per_cta;
   const std::int64_t row_blocks = (m_bucket(rows) + rows_per_cta - 1) / rows_per_cta;
   return early_columns_pay(early_column_vectors(program, spec), row_blocks,

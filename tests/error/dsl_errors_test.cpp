@@ -281,11 +281,18 @@ TEST_CASE("errors: generate_cuda names the program, the config and the problem")
         "cannot generate 'layer_norm' with threads_per_row=128 rows_per_cta=2 vec=8 "
         "row_storage=registers ctas_per_row=1 moments=3: moments must be 0 (rule), 1 (on) or 2 "
         "(off), got 3");
+  // The column fetch: a ColumnFetch value.
+  const tilenorm::KernelSpec bad_fetch{
+      tilenorm::DType::bf16, tilenorm::DType::bf16, 4096, {128, 2, 8, 0, 1, 0, 0, -1}};
+  CHECK(refusal(bad_fetch) ==
+        "cannot generate 'layer_norm' with threads_per_row=128 rows_per_cta=2 vec=8 "
+        "row_storage=registers ctas_per_row=1 column_fetch=-1: column_fetch must be 0 (rule), 1 "
+        "(early) or 2 (late), got -1");
 }
 
 TEST_CASE("errors: a KernelConfig from JSON must have exactly the integer fields") {
-  // Written before the load pin and the moments knob existed: they read as the rule, which is
-  // what it meant.
+  // Written before the load pin, the moments and the column fetch knobs existed: they read as
+  // the rule, which is what it meant.
   const auto good = config_from_json(
       R"({"threads_per_row": 128, "rows_per_cta": 2, "vec": 8, "row_storage": 1, "ctas_per_row": 1})");
   CHECK(good ==
@@ -293,6 +300,12 @@ TEST_CASE("errors: a KernelConfig from JSON must have exactly the integer fields
   CHECK(config_from_json(tilenorm::reflect::to_json(good).dump()) == good);
   CHECK(tilenorm::reflect::to_json(good).contains("load_pin"));
   CHECK(tilenorm::reflect::to_json(good).contains("moments"));
+  CHECK(tilenorm::reflect::to_json(good).contains("column_fetch"));
+  CHECK(good.column_fetch == tilenorm::kColumnFetchByRule);
+  CHECK(
+      config_from_json(
+          R"({"threads_per_row": 64, "rows_per_cta": 1, "vec": 8, "row_storage": 0, "ctas_per_row": 1, "load_pin": 0, "moments": 0, "column_fetch": 2})")
+          .column_fetch == static_cast<int>(tilenorm::ColumnFetch::late));
   CHECK(
       config_from_json(
           R"({"threads_per_row": 128, "rows_per_cta": 1, "vec": 8, "row_storage": 3, "ctas_per_row": 4, "load_pin": 0, "moments": 1})")

@@ -11,6 +11,7 @@
 #include <span>
 #include <string>
 #include <system_error>
+#include <tuple>
 #include <vector>
 
 #include "four_reductions.hpp"
@@ -409,6 +410,33 @@ TEST_CASE("launch_grid reports column parameters fetched early where the rule ta
       MESSAGE(name << " bf16 4096 x " << m << ": " << tilenorm::early_column_vectors(lowered, spec)
                    << " parameter vectors per thread, columns fetched early: "
                    << (grid.early_columns ? "yes" : "no"));
+    }
+  }
+  // A configuration's column fetch (a tuning entry's) overrides the rule either way, and the
+  // kernel it gives matches the interpreter. LayerNorm at 1024 rows: 64 threads per row hold
+  // sixteen parameter vectors, which the rule fetches late; 256 threads hold four, fetched early.
+  {
+    const tilenorm::Norm& norm = tilenorm::kernels::builtin(runtime(), "layer_norm");
+    const tilenorm::BoundArgs bound = args(norm, 1024);
+    using tilenorm::ColumnFetch;
+    for (const auto& [threads, fetch, early] :
+         {std::tuple{64, ColumnFetch::rule, false}, std::tuple{64, ColumnFetch::early, true},
+          std::tuple{256, ColumnFetch::rule, true}, std::tuple{256, ColumnFetch::late, false}}) {
+      tilenorm::KernelConfig config{threads, 1, 8,
+                                    static_cast<int>(tilenorm::RowStorage::registers), 1};
+      config.column_fetch = static_cast<int>(fetch);
+      CAPTURE(config.describe());
+      CHECK(norm.launch_grid(bound, config).early_columns == early);
+      const tilenorm::CheckReport report =
+          tilenorm::check_against_interpreter(norm, {.io_dtype = DType::bf16,
+                                                     .param_dtype = DType::bf16,
+                                                     .rows = 1024,
+                                                     .cols = 4096,
+                                                     .seed = std::random_device{}(),
+                                                     .config = config});
+      INFO(report.describe());
+      CHECK(report.unwritten == 0);
+      CHECK(report.ok());
     }
   }
   // More row blocks than fit at once (1056 CTAs of 256 threads on an H200): RMSNorm's rows

@@ -34,8 +34,9 @@ using tilenorm::RowStorage;
 // Each shape's candidates compile in well under a second each; this keeps a full tune of one
 // (kernel, dtype, N) within the budget in docs/autotuning.md. (Clusters add a knob: long rows
 // search cluster sizes beside the one-CTA shapes, and forwards' slices of eight vectors per
-// thread beside four, and global storage at 1024 threads: 35 at bf16 N = 32768.)
-constexpr std::size_t kMaxCandidatesPerShape = 35;
+// thread beside four, and global storage at 1024 threads: 35 at bf16 N = 32768. Rows of one
+// CTA in registers add the column fetch the rule does not choose: 45 at fp32 RMSNorm N = 512.)
+constexpr std::size_t kMaxCandidatesPerShape = 48;
 // A backward reads two row tensors, so fewer configurations are dominated, and a persistent one
 // also searches prefetched rows beside rows in registers, and, reading saved statistics,
 // prefetched cluster slices of two or four rows per CTA beside one (48 at fp32 N = 4096), and on
@@ -131,7 +132,7 @@ TEST_CASE("search space: the whole product is enumerated, split into survivors a
     product *= domain.values.size();
   }
   CHECK(space.total() == product);
-  CHECK(space.total() == 11 * 7 * 4 * 6 * 16 * 4 * 3);
+  CHECK(space.total() == 11 * 7 * 4 * 6 * 16 * 4 * 3 * 3);
   CHECK_FALSE(space.candidates.empty());
   for (const auto& p : space.pruned) CHECK_FALSE(p.reason.empty());
 }
@@ -330,6 +331,74 @@ TEST_CASE("search space: short_config names every field") {
   clustered.moments = static_cast<int>(tilenorm::MomentFusion::on);
   CHECK(tilenorm::short_config(clustered) ==
         "tpr=512 rpc=1 vec=8 prefetched cluster=8 pin=off moments=on");
+  KernelConfig early = config(64, 1, 8, RowStorage::registers);
+  early.column_fetch = static_cast<int>(tilenorm::ColumnFetch::early);
+  CHECK(tilenorm::short_config(early) == "tpr=64 rpc=1 vec=8 registers fetch=early");
+  CHECK(early.describe() ==
+        "threads_per_row=64 rows_per_cta=1 vec=8 row_storage=registers ctas_per_row=1 "
+        "column_fetch=early");
+}
+
+TEST_CASE(
+    "search space: the column fetch the rule does not choose, on rows of one CTA in "
+    "registers") {
+  const auto limits = tilenorm::DeviceLimits::hopper();
+  auto fetching = [](KernelConfig c, tilenorm::ColumnFetch fetch) {
+    c.column_fetch = static_cast<int>(fetch);
+    return c;
+  };
+  using tilenorm::ColumnFetch;
+  const auto space =
+      tilenorm::explore_search_space(lowered("layer_norm"), DType::bf16, DType::bf16, 4096, limits);
+  // 64 threads per row hold sixteen vectors of weight and bias (eight of each), which the rule
+  // fetches late at many rows: early is searched. 256 threads hold four, fetched early: late is
+  // searched.
+  const KernelConfig eight = config(64, 1, 8, RowStorage::registers);
+  CHECK(survives(space.candidates, fetching(eight, ColumnFetch::early)));
+  const auto late_eight = pruned_entry(space, fetching(eight, ColumnFetch::late));
+  CHECK(late_eight.rule == PruneRule::column_fetch_scope);
+  CHECK(late_eight.reason ==
+        "column_fetch late is what the rule does with 16 parameter vectors per thread "
+        "(column_fetch rule)");
+  const KernelConfig four = config(256, 1, 8, RowStorage::registers);
+  CHECK(survives(space.candidates, fetching(four, ColumnFetch::late)));
+  CHECK(pruned_entry(space, fetching(four, ColumnFetch::early)).reason ==
+        "column_fetch early is what the rule does with 4 parameter vectors per thread "
+        "(column_fetch rule)");
+  // Rows not in registers have no early fetch.
+  const auto prefetched =
+      pruned_entry(space, fetching(config(64, 1, 8, RowStorage::prefetched), ColumnFetch::early));
+  CHECK(prefetched.rule == PruneRule::column_fetch_scope);
+  CHECK(prefetched.reason ==
+        "column_fetch early or late is searched where a kernel can fetch its column parameters "
+        "early: rows of one CTA in registers, not peeled, not persistent");
+  // Nor has a backward (its kernels are persistent).
+  const auto backward = tilenorm::explore_search_space(lowered("layer_norm_backward"), DType::bf16,
+                                                       DType::bf16, 4096, limits);
+  for (const auto& c : backward.candidates)
+    CHECK(c.config.column_fetch == tilenorm::kColumnFetchByRule);
+}
+
+TEST_CASE("fetches_columns_early: as the configuration's column fetch says, else by the rule") {
+  using tilenorm::ColumnFetch;
+  const tilenorm::LoweredProgram& program = lowered("layer_norm");
+  tilenorm::driver::DeviceInfo h100;
+  h100.multiprocessors = 132;
+  h100.registers_per_multiprocessor = 65536;
+  auto fetches = [&](KernelConfig c, ColumnFetch fetch, bool peeled = false) {
+    c.column_fetch = static_cast<int>(fetch);
+    tilenorm::KernelSpec spec{DType::bf16, DType::bf16, 4096, c};
+    spec.peel_rows = peeled;
+    return tilenorm::fetches_columns_early(program, spec, 16384, h100);
+  };
+  const KernelConfig eight = config(64, 1, 8, RowStorage::registers);
+  const KernelConfig four = config(256, 1, 8, RowStorage::registers);
+  CHECK_FALSE(fetches(eight, ColumnFetch::rule));
+  CHECK(fetches(eight, ColumnFetch::early));
+  CHECK(fetches(four, ColumnFetch::rule));
+  CHECK_FALSE(fetches(four, ColumnFetch::late));
+  // A kernel that cannot fetch early does not, whatever the knob says: peeled rows.
+  CHECK_FALSE(fetches(eight, ColumnFetch::early, true));
 }
 
 TEST_CASE("search space: co-moments are searched in backwards that lower another way with them") {

@@ -32,6 +32,8 @@ enum class PruneRule {
                        // outside kernels that fetch ahead (one CTA's prefetched rows, a cluster's
                        // prefetched, staged or pipelined slices)
   invalid_config,      // config_problem(): divisibility, register budget, vec width, block size
+  column_fetch_scope,  // column_fetch early or late where the rule does the same, or on a
+                       // kernel that cannot fetch its column parameters early
   shared_memory,       // dynamic shared memory over the device's per-block limit
   misaligned_vec,      // contiguous rows of N elements are not aligned for this vec
   narrower_vec,        // narrower than the widest usable vec (the runtime narrows by itself)

@@ -74,6 +74,19 @@ inline constexpr int kPinByRule = static_cast<int>(LoadPin::rule);  // KernelCon
 inline constexpr int kMomentsByRule = static_cast<int>(MomentFusion::rule);  // likewise
 std::string_view load_pin_name(LoadPin pin);
 
+// Where a kernel that can fetch its column parameters before the row loop
+// (can_fetch_columns_early, KernelSpec::early_columns) does: as the runtime's rule says
+// (fetches_columns_early; KernelConfig{} and tuning entries written before the knob existed mean
+// this), always (early), or in the output pass, after the row's reductions (late). Early
+// parameters hold registers across the row: with the same configurations, that gained 0.9-1.4
+// points of the copy ceiling at bf16 LayerNorm N = 4096 and 7168, where the rule fetches late,
+// and lost 9-31 at 2880 and 5120 (H100, eighty-first session), so the tuner tries the other
+// choice.
+enum class ColumnFetch : int { rule = 0, early = 1, late = 2 };
+inline constexpr int kColumnFetchCount = 3;
+inline constexpr int kColumnFetchByRule = static_cast<int>(ColumnFetch::rule);
+std::string_view column_fetch_name(ColumnFetch fetch);
+
 // The most CTAs that split a row (KernelConfig::ctas_per_row): sm_90's largest, non-portable,
 // thread-block cluster.
 inline constexpr int kMaxCtasPerRow = 16;
@@ -91,12 +104,14 @@ struct KernelConfig {
   int load_pin = kPinByRule;     // a LoadPin value
   int moments = kMomentsByRule;  // a MomentFusion value: how fuse_moments lowers the program
                                  // for this kernel
+  int column_fetch = kColumnFetchByRule;  // a ColumnFetch value
   bool operator==(const KernelConfig& other) const;
   std::string describe() const;
 };
 // The KernelConfig fields that configurations written before them lack (tuning databases):
 // reflect::from_json reads them as 0 there, which keeps what those configurations meant.
-inline constexpr std::array<std::string_view, 2> kKernelConfigLaterFields{"load_pin", "moments"};
+inline constexpr std::array<std::string_view, 3> kKernelConfigLaterFields{"load_pin", "moments",
+                                                                          "column_fetch"};
 
 struct KernelSpec {
   DType io_dtype = DType::bf16;     // row inputs and outputs
@@ -307,4 +322,4 @@ std::string_view device_prelude_exchange();
 
 // KernelConfig's fields for Boost.Hana (reflect.hpp, the search space's domains), in order.
 BOOST_HANA_ADAPT_STRUCT(tilenorm::KernelConfig, threads_per_row, rows_per_cta, vec, row_storage,
-                        ctas_per_row, load_pin, moments);
+                        ctas_per_row, load_pin, moments, column_fetch);

@@ -162,8 +162,9 @@ inline constexpr std::int64_t kEarlyColumnVectors = 5;
 bool early_columns_pay(std::int64_t column_vectors, std::int64_t row_blocks, int threads_per_block,
                        int multiprocessors, int registers_per_multiprocessor);
 // The automatic choice for a launch of `spec` over `rows` rows on `device`: where
-// can_fetch_columns_early() and early_columns_pay() for the rows' M bucket (the runtime caches
-// kernels per bucket, and the tuner compiles what the runtime will launch).
+// can_fetch_columns_early(), as KernelConfig::column_fetch says, or by its rule,
+// early_columns_pay() for the rows' M bucket (the runtime caches kernels per bucket, and the
+// tuner compiles what the runtime will launch).
 bool fetches_columns_early(const LoweredProgram& program, const KernelSpec& spec, std::int64_t rows,
                            const driver::DeviceInfo& device);
 

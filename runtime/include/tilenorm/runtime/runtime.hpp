@@ -138,7 +138,7 @@ std::string_view peeled_row_shifts_name(PeeledRowShifts shifts);
 // Whether kernels that can fetch their column parameters before the row loop do
 // (KernelSpec::early_columns).
 enum class EarlyColumns {
-  automatic,  // where early_columns_pay() says so
+  automatic,  // as the configuration's column_fetch says, or by its rule (fetches_columns_early)
   never,
   always,  // wherever the kernel can
 };
