@@ -13,9 +13,6 @@ namespace {
 namespace hana = boost::hana;
 
 // Pruning thresholds; docs/autotuning.md explains each one.
-constexpr const char* kColumnFetchScope =
-    "column_fetch early or late is searched where a kernel can fetch its column parameters "
-    "early: rows of one CTA in registers, not peeled, not persistent";
 constexpr std::int64_t kMinBlockThreads = 64;
 constexpr std::int64_t kCoalescedBytes = 128;  // one L2 cache line
 constexpr std::int64_t kMaxElementsPerThread = 64;
@@ -31,6 +28,11 @@ constexpr std::int64_t kPinMinRowVectors = 2048;
 // LayerNorm N = 2880 on 64 threads x 4 rows 84.8% of the copy ceiling against 82.9% in
 // registers, N = 7680 83.2% against 79.3%; RMSNorm N = 7680 89.1% against 87.2%).
 constexpr std::int64_t kForwardPrefetchMinRowVectors = 320;
+
+// Why a column_fetch other than the rule's is pruned outside the kernels that can fetch early.
+constexpr const char* kColumnFetchScope =
+    "column_fetch early or late is searched where a kernel can fetch its column parameters "
+    "early: rows of one CTA in registers, not peeled, not persistent";
 
 std::vector<int> powers_of_two(int first, int last) {
   std::vector<int> values;
@@ -150,14 +152,14 @@ std::optional<PrunedCandidate> prune(const Context& context, const KernelConfig&
   // fetches early at any M (few parameter vectors), early where it does not at many rows.
   if (const auto fetch = static_cast<ColumnFetch>(config.column_fetch);
       fetch != ColumnFetch::rule) {
-    const std::string choice = "column_fetch " + std::string(column_fetch_name(fetch));
     if (!can_fetch_columns_early(context.program, spec)) {
       return pruned(PruneRule::column_fetch_scope, kColumnFetchScope);
     }
     const std::int64_t parameter_vectors = early_column_vectors(context.program, spec);
     if ((parameter_vectors <= kEarlyColumnVectors) == (fetch == ColumnFetch::early)) {
       return pruned(PruneRule::column_fetch_scope,
-                    choice + " is what the rule does with " + std::to_string(parameter_vectors) +
+                    "column_fetch " + std::string(column_fetch_name(fetch)) +
+                        " is what the rule does with " + std::to_string(parameter_vectors) +
                         " parameter vectors per thread (column_fetch rule)");
     }
   }

@@ -261,12 +261,15 @@ std::vector<std::optional<Problem>> compile_all(
       spec = fit_shared_memory(program, spec, limits);  // as the runtime will launch it
       const bool spills_allowed =
           std::find(heuristics.begin(), heuristics.end(), configs[i]) != heuristics.end();
-      problems[i] = compile_problem(program, spec, arch, spills_allowed);
-      // And with the column parameters fetched early, where the runtime will for a timed M.
-      const bool early = std::any_of(
-          shape.row_counts.begin(), shape.row_counts.end(),
-          [&](std::int64_t m) { return fetches_columns_early(program, spec, m, device); });
-      if (early && !problems[i]) {
+      // The kernel with the column parameters fetched early and the one without, each where
+      // the runtime will launch it for a timed M (a column_fetch of early or late takes one).
+      auto early_at = [&](std::int64_t m) {
+        return fetches_columns_early(program, spec, m, device);
+      };
+      const auto& rows = shape.row_counts;
+      if (!std::all_of(rows.begin(), rows.end(), early_at))
+        problems[i] = compile_problem(program, spec, arch, spills_allowed);
+      if (std::any_of(rows.begin(), rows.end(), early_at) && !problems[i]) {
         spec.early_columns = true;
         problems[i] = compile_problem(program, spec, arch, spills_allowed);
       }
