@@ -320,12 +320,23 @@ std::string kernel_name_for(const std::string& program_hash) {
   return "program " + program_hash.substr(0, 12);
 }
 
+// What the runtime reads after the primary database, in that order (the lookup's layers).
+void print_later_layers() {
+  const std::vector<std::filesystem::path> readonly = tn::readonly_tuning_db_paths();
+  const std::vector<std::filesystem::path> shipped = tn::shipped_tuning_db_paths();
+  if (readonly.empty() && shipped.empty()) return;
+  std::cout << "then, at run time (show --db FILE prints one):\n";
+  for (const auto& file : readonly) std::cout << "  read-only: " << file.string() << "\n";
+  for (const auto& file : shipped) std::cout << "  shipped:   " << file.string() << "\n";
+}
+
 int show(const tn::ShowCommand& command) {
   const std::filesystem::path db = tn::database_path(command.db);
   const tn::TuningFileContents contents = tn::read_tuning_file(db);
   if (!contents.exists) {
     std::cout << db.string()
               << " does not exist (tilenorm-tune writes it; --db picks another file)\n";
+    if (command.db.empty()) print_later_layers();
     return kExitOk;
   }
   if (contents.whole_file_rejected) {
@@ -363,6 +374,7 @@ int show(const tn::ShowCommand& command) {
   }
   std::cout << db.string() << ": " << entries.size() << " entries\n";
   table.print(std::cout);
+  if (command.db.empty()) print_later_layers();
   return kExitOk;
 }
 

@@ -8,6 +8,7 @@
 #include <ctime>
 #include <functional>
 #include <limits>
+#include <system_error>
 
 #include "tilenorm/dsl/env.hpp"
 #include "tilenorm/dsl/error.hpp"
@@ -643,10 +644,29 @@ std::vector<std::filesystem::path> readonly_tuning_db_paths() {
   return paths;
 }
 
+std::vector<std::filesystem::path> shipped_tuning_db_paths() {
+  std::vector<std::filesystem::path> paths;
+  if (env_flag("TILENORM_DISABLE_SHIPPED_DATABASES")) return paths;
+  const auto directory = shipped_databases_directory();
+  if (!directory) return paths;
+  std::error_code error;
+  for (auto item = std::filesystem::directory_iterator(*directory, error);
+       !error && item != std::filesystem::directory_iterator(); item.increment(error)) {
+    if (item->path().extension() == ".json" && item->is_regular_file(error)) {
+      paths.push_back(item->path());
+    }
+  }
+  std::sort(paths.begin(), paths.end());
+  return paths;
+}
+
 TuningDatabaseStack load_default_tuning_databases() {
   TuningDatabaseStack stack;
   stack.add_layer(TuningDatabase::load_file(default_tuning_db_path()));
   for (const auto& path : readonly_tuning_db_paths()) {
+    stack.add_layer(TuningDatabase::load_file(path));
+  }
+  for (const auto& path : shipped_tuning_db_paths()) {
     stack.add_layer(TuningDatabase::load_file(path));
   }
   return stack;

@@ -30,7 +30,8 @@ foreach(candidate /lib64/ld-linux-x86-64.so.2 /lib/ld-linux-aarch64.so.1)
     break()
   endif()
 endforeach()
-set(isolated ${CMAKE_COMMAND} -E env --unset=LD_LIBRARY_PATH ${loader})
+set(isolated ${CMAKE_COMMAND} -E env --unset=LD_LIBRARY_PATH
+  --unset=TILENORM_DISABLE_SHIPPED_DATABASES ${loader})
 
 run_step(${CMAKE_COMMAND} --install "${BUILD_DIR}" --prefix "${prefix}")
 
@@ -43,8 +44,14 @@ run_step(${isolated} "${bin}/tilenorm-tune" --version EXPECT "NVRTC [0-9]")
 run_step(${isolated} "${bin}/tilenorm-tune" --dry-run --kernel rms_norm --dtype bf16 --n 4096
          --quiet EXPECT "candidates per shape")
 run_step(${isolated} "${bin}/tilenorm-demo" --help EXPECT "Usage: tilenorm-demo")
+# Without --db, show names the databases the runtime reads after the primary: the installed ones.
+run_step(${CMAKE_COMMAND} -E env TILENORM_CACHE_DIR=${WORK_DIR}/cache --unset=TILENORM_TUNING_DB
+         --unset=TILENORM_TUNING_DB_READONLY ${isolated} "${bin}/tilenorm-tune" show
+         EXPECT "does not exist[^\n]*\nthen, at run time[^\n]*\n  shipped:   [^\n]*/prefix/share/tilenorm/databases/h100-bf16.json\n")
 
 run_step(${CMAKE_COMMAND} -S "${SOURCE_DIR}/tests/consumer" -B "${WORK_DIR}/build" -G "${GENERATOR}"
          -DCMAKE_CXX_COMPILER=${CXX} -DCMAKE_PREFIX_PATH=${prefix} -DCMAKE_BUILD_TYPE=Release)
 run_step(${CMAKE_COMMAND} --build "${WORK_DIR}/build")
-run_step(${isolated} "${WORK_DIR}/build/consumer" EXPECT "consumer: compiled with NVRTC")
+# It compiles, and the installed library finds the databases under its own prefix.
+run_step(${isolated} "${WORK_DIR}/build/consumer" EXPECT
+  "consumer: compiled with NVRTC[^\n]*\nconsumer: [1-9][0-9]* shipped tuning databases in [^\n]*/prefix/share/tilenorm/databases\n")

@@ -17,6 +17,7 @@
 #include "tilenorm/autotune/tuning_db_writer.hpp"
 #include "tilenorm/dsl/error.hpp"
 #include "tilenorm/runtime/log.hpp"
+#include "tilenorm/runtime/paths.hpp"
 
 namespace {
 
@@ -532,6 +533,7 @@ TEST_CASE("default locations come from the environment") {
   const fs::path first_readonly = dir / "site.json";
   const fs::path second_readonly = dir / "shipped.json";
   ScopedEnv primary("TILENORM_TUNING_DB", primary_path.c_str());
+  ScopedEnv no_shipped("TILENORM_DISABLE_SHIPPED_DATABASES", "1");
   const std::string readonly_list =
       ":" + first_readonly.string() + "::" + second_readonly.string() + ":";
   ScopedEnv readonly("TILENORM_TUNING_DB_READONLY", readonly_list.c_str());
@@ -548,6 +550,59 @@ TEST_CASE("default locations come from the environment") {
   CHECK(stack.layers()[2].source_file() == second_readonly);
   CHECK(stack.lookup(sample_key()).entry->median_us == 5.0);
   CHECK(stack.lookup(sample_key(2)).source == Source::exact);
+}
+
+// The databases of autotune/databases, read under the user's own: the build tree keeps a copy
+// beside its libraries (an install keeps them under <prefix>/share: the install_consumer test).
+TEST_CASE("the shipped databases are read under the user's, unless turned off") {
+  TempDir dir;
+  ScopedEnv cache("TILENORM_CACHE_DIR", dir.path().c_str());
+  ScopedEnv primary("TILENORM_TUNING_DB", nullptr);
+  ScopedEnv readonly("TILENORM_TUNING_DB_READONLY", nullptr);
+  ScopedEnv shipped_on("TILENORM_DISABLE_SHIPPED_DATABASES", nullptr);
+
+  const std::optional<fs::path> directory = tilenorm::shipped_databases_directory();
+  REQUIRE(directory);
+  CHECK(directory->parent_path().filename() == "tilenorm");
+  std::vector<fs::path> sources;
+  for (const auto& item : fs::directory_iterator(TILENORM_DATABASES_DIR)) {
+    if (item.path().extension() == ".json") sources.push_back(item.path());
+  }
+  std::sort(sources.begin(), sources.end());
+  REQUIRE(sources.size() >= 4);
+  const std::vector<fs::path> shipped = tilenorm::shipped_tuning_db_paths();
+  REQUIRE(shipped.size() == sources.size());
+  for (std::size_t i = 0; i < shipped.size(); ++i) {
+    CAPTURE(shipped[i]);
+    CHECK(shipped[i].parent_path() == *directory);
+    CHECK(shipped[i].filename() == sources[i].filename());
+    CHECK(read_text(shipped[i]) == read_text(sources[i]));  // the build's copy is current
+  }
+
+  // Each file a layer after the primary, read without a warning; a user's entry for the same
+  // key hides the shipped one.
+  WarningCapture warnings;
+  const TuningDatabaseStack stack = tilenorm::load_default_tuning_databases();
+  CHECK(warnings.messages.empty());
+  REQUIRE(stack.layers().size() == 1 + shipped.size());
+  CHECK(stack.layers()[0].source_file() == dir / "tuning.json");
+  CHECK(stack.layers()[1].source_file() == shipped[0]);
+  REQUIRE(!stack.layers()[1].entries().empty());
+  const TuningEntry& first = stack.layers()[1].entries().front();
+  CHECK(stack.lookup(first.key).source == Source::exact);
+  CHECK(*stack.lookup(first.key).entry == first);
+  TuningEntry mine = first;
+  mine.median_us = first.median_us * 2;
+  tilenorm::upsert_entries(dir / "tuning.json", {mine});
+  CHECK(*tilenorm::load_default_tuning_databases().lookup(first.key).entry == mine);
+
+  for (const char* off : {"1", "yes"}) {
+    ScopedEnv shipped_off("TILENORM_DISABLE_SHIPPED_DATABASES", off);
+    CHECK(tilenorm::shipped_tuning_db_paths().empty());
+    CHECK(tilenorm::load_default_tuning_databases().layers().size() == 1);
+  }
+  ScopedEnv zero("TILENORM_DISABLE_SHIPPED_DATABASES", "0");  // "0" leaves them on
+  CHECK(tilenorm::shipped_tuning_db_paths() == shipped);
 }
 
 TEST_CASE("upsert replaces the entry with the same key and leaves no temporary files") {

@@ -139,7 +139,13 @@ std::filesystem::path default_tuning_db_path();
 // $TILENORM_TUNING_DB_READONLY split at ':' (empty items ignored); empty when unset.
 std::vector<std::filesystem::path> readonly_tuning_db_paths();
 
-// The primary (default_tuning_db_path()) then each read-only path, in order.
+// The *.json files of shipped_databases_directory() by name, unless
+// $TILENORM_DISABLE_SHIPPED_DATABASES is on (env_flag); empty where there is no such directory.
+// Their entries match only the GPUs they were measured on, so all of them can be read anywhere.
+std::vector<std::filesystem::path> shipped_tuning_db_paths();
+
+// The primary (default_tuning_db_path()), each read-only path in order, then the shipped
+// databases: a tuned entry of the user's hides the project's for the same key.
 TuningDatabaseStack load_default_tuning_databases();
 
 }  // namespace tilenorm
