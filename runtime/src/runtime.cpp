@@ -625,9 +625,13 @@ struct Norm::State {
                                                                 : ConfigSource::tuned_nearest_m,
                     shape.peel_rows(config)};
           }
-          report_once(program.name + ": not using the tuned configuration " + config.describe() +
-                      " for N = " + std::to_string(shape.cols) + ": " + *problem +
-                      "; the heuristic configuration runs instead");
+          // The shipped databases were tuned on contiguous rows: where these rows (misaligned,
+          // say) rule an entry out, the heuristic is what the user asked for by asking nothing.
+          if (found.origin == TuningOrigin::user) {
+            report_once(program.name + ": not using the tuned configuration " + config.describe() +
+                        " for N = " + std::to_string(shape.cols) + ": " + *problem +
+                        "; the heuristic configuration runs instead");
+          }
         } catch (const Error& e) {
           report_once(program.name + ": ignoring a tuning entry: " + e.what());
         }

@@ -587,13 +587,14 @@ TuningLookup TuningDatabase::lookup_in(std::span<const TuningDatabase> layers,
   }
   for (const TuningDatabase& layer : layers) {
     if (const TuningEntry* entry = layer.find(key)) {
-      return {TuningLookup::Source::exact, *entry};
+      return {TuningLookup::Source::exact, *entry, layer.source_file_, layer.origin_};
     }
   }
   TuningKey family = key;
   family.m_bucket = 0;
   const double wanted = std::log2(static_cast<double>(key.m_bucket));
   const TuningEntry* nearest = nullptr;
+  const TuningDatabase* nearest_layer = nullptr;
   double nearest_distance = 0;
   for (const TuningDatabase& layer : layers) {
     auto indices = layer.buckets_by_family_.find(family);
@@ -608,15 +609,20 @@ TuningLookup TuningDatabase::lookup_in(std::span<const TuningDatabase> layers,
           (distance == nearest_distance && candidate.key.m_bucket > nearest->key.m_bucket);
       if (better) {
         nearest = &candidate;
+        nearest_layer = &layer;
         nearest_distance = distance;
       }
     }
   }
-  if (nearest) return {TuningLookup::Source::nearest_m_bucket, *nearest};
-  return {TuningLookup::Source::heuristic, std::nullopt};
+  if (nearest) {
+    return {TuningLookup::Source::nearest_m_bucket, *nearest, nearest_layer->source_file_,
+            nearest_layer->origin_};
+  }
+  return TuningLookup{};  // the heuristic
 }
 
-void TuningDatabaseStack::add_layer(TuningDatabase layer) {
+void TuningDatabaseStack::add_layer(TuningDatabase layer, TuningOrigin origin) {
+  layer.origin_ = origin;
   layers_.push_back(std::move(layer));
 }
 
@@ -667,7 +673,7 @@ TuningDatabaseStack load_default_tuning_databases() {
     stack.add_layer(TuningDatabase::load_file(path));
   }
   for (const auto& path : shipped_tuning_db_paths()) {
-    stack.add_layer(TuningDatabase::load_file(path));
+    stack.add_layer(TuningDatabase::load_file(path), TuningOrigin::shipped);
   }
   return stack;
 }

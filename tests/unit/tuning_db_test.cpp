@@ -589,12 +589,24 @@ TEST_CASE("the shipped databases are read under the user's, unless turned off") 
   CHECK(stack.layers()[1].source_file() == shipped[0]);
   REQUIRE(!stack.layers()[1].entries().empty());
   const TuningEntry& first = stack.layers()[1].entries().front();
-  CHECK(stack.lookup(first.key).source == Source::exact);
-  CHECK(*stack.lookup(first.key).entry == first);
+  const TuningLookup shipped_entry = stack.lookup(first.key);
+  CHECK(shipped_entry.source == Source::exact);
+  CHECK(*shipped_entry.entry == first);
+  CHECK(shipped_entry.file == shipped[0]);
+  CHECK(shipped_entry.origin == tilenorm::TuningOrigin::shipped);
+  TuningKey far_bucket = first.key;
+  far_bucket.m_bucket = std::int64_t{1} << 40;  // no entry has it: the nearest one's layer
+  const TuningLookup nearest = stack.lookup(far_bucket);
+  CHECK(nearest.source == Source::nearest_m_bucket);
+  CHECK(nearest.origin == tilenorm::TuningOrigin::shipped);
+  CHECK(std::find(shipped.begin(), shipped.end(), nearest.file) != shipped.end());
   TuningEntry mine = first;
   mine.median_us = first.median_us * 2;
   tilenorm::upsert_entries(dir / "tuning.json", {mine});
-  CHECK(*tilenorm::load_default_tuning_databases().lookup(first.key).entry == mine);
+  const TuningLookup user_entry = tilenorm::load_default_tuning_databases().lookup(first.key);
+  CHECK(*user_entry.entry == mine);
+  CHECK(user_entry.file == dir / "tuning.json");
+  CHECK(user_entry.origin == tilenorm::TuningOrigin::user);
 
   for (const char* off : {"1", "yes"}) {
     ScopedEnv shipped_off("TILENORM_DISABLE_SHIPPED_DATABASES", off);

@@ -61,10 +61,18 @@ void from_json(const nlohmann::json& json, TuningKey& key);
 void to_json(nlohmann::json& json, const TuningEntry& entry);
 void from_json(const nlohmann::json& json, TuningEntry& entry);
 
+// Whose timings a database holds: the user's (the primary, the read-only ones), or the
+// project's, shipped with tilenorm and read by default (shipped_tuning_db_paths()).
+enum class TuningOrigin { user, shipped };
+
 struct TuningLookup {
   enum class Source { exact, nearest_m_bucket, heuristic };
   Source source = Source::heuristic;
   std::optional<TuningEntry> entry;  // empty exactly when source is heuristic
+  // The entry's database (meaningless for the heuristic): its file (empty for one built in
+  // memory) and origin.
+  std::filesystem::path file;
+  TuningOrigin origin = TuningOrigin::user;
 };
 
 std::string_view to_string(TuningLookup::Source source);
@@ -106,6 +114,7 @@ class TuningDatabase {
 
   const std::vector<TuningEntry>& entries() const { return entries_; }
   const std::filesystem::path& source_file() const { return source_file_; }  // empty if none
+  TuningOrigin origin() const { return origin_; }
 
  private:
   friend class TuningDatabaseStack;
@@ -116,13 +125,15 @@ class TuningDatabase {
   // the nearest-bucket lookup only scan the few entries that differ in m_bucket alone.
   std::unordered_map<TuningKey, std::vector<std::size_t>, TuningKeyHash> buckets_by_family_;
   std::filesystem::path source_file_;
+  TuningOrigin origin_ = TuningOrigin::user;
 };
 
 // The writable primary database first, then read-only layers. A key found in an earlier layer
 // hides the same key in later ones; lookup treats the stack as the union of its layers.
 class TuningDatabaseStack {
  public:
-  void add_layer(TuningDatabase layer);  // lower priority than every layer added before
+  // Lower priority than every layer added before.
+  void add_layer(TuningDatabase layer, TuningOrigin origin = TuningOrigin::user);
   const std::vector<TuningDatabase>& layers() const { return layers_; }
 
   // Exact key in any layer, else the nearest m bucket (log2 distance, ties to the larger bucket)
