@@ -1018,6 +1018,10 @@ nlohmann::json to_json(const ShapeResult& row, const CopyCeiling& ceiling, Timin
     out["config"] = tn::reflect::to_json(row.resolved->config);
     out["config_text"] = row.resolved->config.describe();
     out["config_source"] = tn::config_source_name(row.resolved->source);
+    if (!row.resolved->database.empty()) {
+      out["config_database"] = row.resolved->database.string();
+      out["config_database_shipped"] = row.resolved->shipped_database;
+    }
   }
   if (row.error.empty()) {
     out["launches_per_sample"] = row.timed.launches_per_sample;

@@ -623,7 +623,7 @@ struct Norm::State {
             return {config,
                     found.source == TuningLookup::Source::exact ? ConfigSource::tuned_exact
                                                                 : ConfigSource::tuned_nearest_m,
-                    shape.peel_rows(config)};
+                    shape.peel_rows(config), found.file, found.origin == TuningOrigin::shipped};
           }
           // The shipped databases were tuned on contiguous rows: where these rows (misaligned,
           // say) rule an entry out, the heuristic is what the user asked for by asking nothing.

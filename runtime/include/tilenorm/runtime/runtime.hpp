@@ -59,6 +59,10 @@ struct ResolvedConfig {
   // The kernel peels its rows (KernelSpec::peel_rows): they start misaligned for config.vec,
   // alike in every row tensor.
   bool peel_rows = false;
+  // A tuned configuration's database file (empty otherwise), and whether it is one that ships
+  // with tilenorm.
+  std::filesystem::path database{};
+  bool shipped_database = false;
 };
 
 // How the main kernel of a launch runs on the device (Norm::launch_grid): for reports and
