@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
+#include <optional>
 #include <random>
 #include <span>
 #include <string>
@@ -26,6 +27,7 @@
 #include "tilenorm/runtime/heuristics.hpp"
 #include "tilenorm/runtime/log.hpp"
 #include "tilenorm/runtime/nvrtc.hpp"
+#include "tilenorm/runtime/tuning_db.hpp"
 
 namespace {
 
@@ -729,6 +731,76 @@ TEST_CASE("a tuned configuration these rows cannot use is named in a warning, an
   CHECK(warnings[0].find("the heuristic configuration runs instead") != std::string::npos);
   // The entry is still in the database.
   CHECK(tilenorm::TuningDatabase::load_file(db.path()).entries().size() == 1);
+}
+
+// The databases that ship with tilenorm, read with no setting (the tests' environment turns them
+// off; this case turns them on). On a GPU they were measured on, a built-in norm runs its entry;
+// where the rows rule an entry out (a backward's stacked rows on rows that start misaligned), the
+// heuristic runs without a warning. On any other GPU no entry matches.
+TEST_CASE("the shipped databases are used on the GPU they were measured on, and quietly not") {
+  const char* off = std::getenv("TILENORM_DISABLE_SHIPPED_DATABASES");
+  const std::optional<std::string> saved_off = off ? std::optional<std::string>(off) : std::nullopt;
+  ::unsetenv("TILENORM_DISABLE_SHIPPED_DATABASES");
+  std::vector<std::string> warnings;
+  const tilenorm::WarningHandler previous = tilenorm::set_warning_handler(
+      [&](std::string_view message) { warnings.emplace_back(message); });
+  {
+    tilenorm::Runtime rt;
+    const tilenorm::Norm forward = rt.load(tilenorm::kernels::builtin_program("layer_norm"));
+    const tilenorm::TuningKey key = forward.tuning_key(DType::bf16, DType::bf16, 4096, 16384);
+    std::optional<std::filesystem::path> file;
+    for (const auto& path : tilenorm::shipped_tuning_db_paths()) {
+      if (tilenorm::TuningDatabase::load_file(path).find(key)) file = path;
+    }
+    const tilenorm::CheckOptions options{.io_dtype = DType::bf16,
+                                         .param_dtype = DType::bf16,
+                                         .rows = 16384,
+                                         .cols = 4096,
+                                         .seed = 11};
+    const auto report = tilenorm::check_against_interpreter(forward, options);
+    CHECK(report.ok());
+    CHECK(report.unwritten == 0);
+    if (!file) {
+      MESSAGE("no shipped database holds " << key.device_name << ": the heuristic runs");
+      CHECK(report.used.source == tilenorm::ConfigSource::heuristic);
+      CHECK(report.used.database.empty());
+    } else {
+      const tilenorm::TuningDatabase database = tilenorm::TuningDatabase::load_file(*file);
+      CHECK(report.used.source == tilenorm::ConfigSource::tuned_exact);
+      CHECK(report.used.database == *file);
+      CHECK(report.used.shipped_database);
+      CHECK(report.used.config ==
+            tilenorm::reflect::from_json<tilenorm::KernelConfig>(
+                database.find(key)->config, "config", tilenorm::kKernelConfigLaterFields));
+      // A saved backward whose entry for 1000 rows stacks rows in a CTA, on rows that all start
+      // one element past a 16-byte boundary: peeled rows need one row per CTA there.
+      const tilenorm::Norm backward =
+          rt.load(tilenorm::kernels::builtin_program("rms_norm_backward"));
+      std::optional<std::int64_t> stacked_n;
+      for (std::int64_t n : {128, 256, 512, 1024, 2048}) {
+        const tilenorm::TuningLookup found =
+            database.lookup(backward.tuning_key(DType::bf16, DType::bf16, n, 1000));
+        if (found.entry && found.entry->config.value("rows_per_cta", 1) > 1) {
+          stacked_n = n;
+          break;
+        }
+      }
+      REQUIRE_MESSAGE(stacked_n, "no stacked backward entry in " << file->string());
+      const auto peeled = tilenorm::check_against_interpreter(backward, {.io_dtype = DType::bf16,
+                                                                         .param_dtype = DType::bf16,
+                                                                         .rows = 1000,
+                                                                         .cols = *stacked_n,
+                                                                         .element_offset = 1,
+                                                                         .seed = 12});
+      CHECK(peeled.ok());
+      CHECK(peeled.unwritten == 0);
+      CHECK(peeled.used.peel_rows);
+      CHECK(peeled.used.source == tilenorm::ConfigSource::heuristic);
+    }
+  }
+  tilenorm::set_warning_handler(previous);
+  if (saved_off) ::setenv("TILENORM_DISABLE_SHIPPED_DATABASES", saved_off->c_str(), 1);
+  CHECK(warnings.empty());
 }
 
 TEST_CASE("the tuner times the heuristic default where it spills, and stores nothing slower") {
