@@ -586,7 +586,11 @@ TEST_CASE("the shipped databases are read under the user's, unless turned off") 
   CHECK(warnings.messages.empty());
   REQUIRE(stack.layers().size() == 1 + shipped.size());
   CHECK(stack.layers()[0].source_file() == dir / "tuning.json");
-  CHECK(stack.layers()[1].source_file() == shipped[0]);
+  CHECK(stack.layers()[0].origin() == tilenorm::TuningOrigin::user);
+  for (std::size_t i = 0; i < shipped.size(); ++i) {
+    CHECK(stack.layers()[1 + i].source_file() == shipped[i]);
+    CHECK(stack.layers()[1 + i].origin() == tilenorm::TuningOrigin::shipped);
+  }
   REQUIRE(!stack.layers()[1].entries().empty());
   const TuningEntry& first = stack.layers()[1].entries().front();
   const TuningLookup shipped_entry = stack.lookup(first.key);
