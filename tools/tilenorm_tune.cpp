@@ -320,14 +320,16 @@ std::string kernel_name_for(const std::string& program_hash) {
   return "program " + program_hash.substr(0, 12);
 }
 
-// What the runtime reads after the primary database, in that order (the lookup's layers).
+// What the runtime reads after the primary database: the layers of its stack, in order.
 void print_later_layers() {
-  const std::vector<std::filesystem::path> readonly = tn::readonly_tuning_db_paths();
-  const std::vector<std::filesystem::path> shipped = tn::shipped_tuning_db_paths();
-  if (readonly.empty() && shipped.empty()) return;
+  const tn::TuningDatabaseStack stack = tn::load_default_tuning_databases();
+  if (stack.layers().size() < 2) return;
   std::cout << "then, at run time (show --db FILE prints one):\n";
-  for (const auto& file : readonly) std::cout << "  read-only: " << file.string() << "\n";
-  for (const auto& file : shipped) std::cout << "  shipped:   " << file.string() << "\n";
+  for (std::size_t i = 1; i < stack.layers().size(); ++i) {
+    const tn::TuningDatabase& layer = stack.layers()[i];
+    std::cout << (layer.origin() == tn::TuningOrigin::shipped ? "  shipped:   " : "  read-only: ")
+              << layer.source_file().string() << "\n";
+  }
 }
 
 int show(const tn::ShowCommand& command) {

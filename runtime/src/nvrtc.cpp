@@ -13,6 +13,8 @@
 #include <optional>
 #include <sstream>
 
+#include "tilenorm/runtime/paths.hpp"
+
 namespace tilenorm {
 namespace {
 
@@ -196,10 +198,9 @@ bool is_builtins_library_name(std::string_view name) {
 void preload_nvrtc_builtins() {
   static std::once_flag once;
   std::call_once(once, [] {
-    Dl_info info{};
-    if (::dladdr(reinterpret_cast<void*>(&nvrtcVersion), &info) == 0 || !info.dli_fname) return;
+    const auto directory = directory_of_loaded_file(reinterpret_cast<const void*>(&nvrtcVersion));
+    if (directory.empty()) return;
     std::error_code error;
-    const auto directory = std::filesystem::path(info.dli_fname).parent_path();
     for (const auto& entry : std::filesystem::directory_iterator(directory, error)) {
       if (is_builtins_library_name(entry.path().filename().string())) {
         // Kept loaded for the life of the process, as NVRTC keeps it.

@@ -17,22 +17,19 @@ std::filesystem::path cache_directory() {
       "cannot choose a cache directory: none of TILENORM_CACHE_DIR, XDG_CACHE_HOME or HOME is set");
 }
 
-namespace {
-
-// The directory of the file this library was loaded from, links resolved (a library linked into
-// another directory still finds its own prefix); empty when the loader cannot say.
-std::filesystem::path library_directory() {
+std::filesystem::path directory_of_loaded_file(const void* symbol) {
   Dl_info info{};
-  if (::dladdr(reinterpret_cast<void*>(&cache_directory), &info) == 0 || !info.dli_fname) return {};
+  if (::dladdr(symbol, &info) == 0 || !info.dli_fname) return {};
   std::error_code error;
   const std::filesystem::path file = std::filesystem::canonical(info.dli_fname, error);
   return error ? std::filesystem::path{} : file.parent_path();
 }
 
-}  // namespace
-
 std::optional<std::filesystem::path> shipped_databases_directory() {
-  const std::filesystem::path library = library_directory();
+  // This library's own directory, links resolved: a library linked into another directory
+  // still finds its own prefix.
+  const std::filesystem::path library =
+      directory_of_loaded_file(reinterpret_cast<const void*>(&cache_directory));
   if (library.empty()) return std::nullopt;
   // The build tree's copy first: a build directory inside an install prefix (say /usr/build)
   // would otherwise read that prefix's databases.
