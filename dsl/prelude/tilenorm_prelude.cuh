@@ -764,8 +764,8 @@ __device__ __forceinline__ Comoment comoment_identity() {
 }
 
 // What the code generator knows of the counts of the states a row combines: all equal (every
-// thread holds the same number of columns: the weights are 1/2, with no division), all positive
-// (every thread holds a column: no test for empty states), or any.
+// thread holds the same number of columns: the averages add up first, with no division), all
+// positive (every thread holds a column: no test for empty states), or any.
 enum class Counts { equal, positive, any };
 
 // Symmetric bit for bit (explicit roundings: an FMA would depend on the operand order), so
@@ -777,12 +777,6 @@ __device__ __forceinline__ Comoment combine_comoments(const Comoment& x, const C
   const float db = Same ? da : __fsub_rn(y.avg_b, x.avg_b);
   Comoment r;
   r.n = __fadd_rn(x.n, y.n);
-  if (C == Counts::equal) {
-    r.avg_a = __fmul_rn(__fadd_rn(x.avg_a, y.avg_a), 0.5f);
-    r.avg_b = Same ? r.avg_a : __fmul_rn(__fadd_rn(x.avg_b, y.avg_b), 0.5f);
-    r.c = __fadd_rn(__fadd_rn(x.c, y.c), __fmul_rn(__fmul_rn(da, db), __fmul_rn(x.n, 0.5f)));
-    return r;
-  }
   if (C == Counts::any && y.n == 0.0f) return x;
   if (C == Counts::any && x.n == 0.0f) return y;
   const float inv = __fdividef(1.0f, r.n);  // no slow path: a count is a positive integer <= N
@@ -794,14 +788,28 @@ __device__ __forceinline__ Comoment combine_comoments(const Comoment& x, const C
   return r;
 }
 
-// Shuffles only what differs between the lanes: with equal counts the partner's count is this
-// lane's, and with Same its second average is its first.
+// With equal counts the group's averages come first, then each lane moves its centered sum onto
+// them (c + n (avg_a - group avg_a)(avg_b - group avg_b)) and the group sums that: the same
+// two-pass arithmetic as the pairwise combine, in two butterflies of one value each (three
+// without Same) instead of a combine per step. Otherwise the pairwise combine, shuffling only
+// what differs between the lanes (with Same, the second average is the first).
 template <int Width, Counts C, bool Same = false>
 __device__ __forceinline__ Comoment comoment_allreduce(Comoment s) {
+  if constexpr (C == Counts::equal) {
+    constexpr float kShare = 1.0f / static_cast<float>(Width);  // exact: Width is a power of 2
+    Comoment r;
+    r.n = s.n * static_cast<float>(Width);
+    r.avg_a = group_allreduce<kSum, Width>(s.avg_a) * kShare;
+    r.avg_b = Same ? r.avg_a : group_allreduce<kSum, Width>(s.avg_b) * kShare;
+    const float da = s.avg_a - r.avg_a;
+    const float db = Same ? da : s.avg_b - r.avg_b;
+    r.c = group_allreduce<kSum, Width>(s.c + s.n * (da * db));
+    return r;
+  }
 #pragma unroll
   for (int offset = Width / 2; offset > 0; offset /= 2) {
     Comoment other;
-    other.n = C == Counts::equal ? s.n : __shfl_xor_sync(0xffffffffu, s.n, offset);
+    other.n = __shfl_xor_sync(0xffffffffu, s.n, offset);
     other.avg_a = __shfl_xor_sync(0xffffffffu, s.avg_a, offset);
     other.avg_b = Same ? other.avg_a : __shfl_xor_sync(0xffffffffu, s.avg_b, offset);
     other.c = __shfl_xor_sync(0xffffffffu, s.c, offset);
