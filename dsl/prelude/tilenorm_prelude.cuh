@@ -752,7 +752,8 @@ __device__ __forceinline__ float combine_partials(const float* partials, int str
 // ---- Co-moments: sum((a - avg(a)) * (b - avg(b))) along a row in one phase. Each thread
 // centers its own columns around their averages (two passes over values it holds), and the
 // row combines the threads' states, each the count of its columns, their two averages and
-// their centered sum, pairwise and exactly (the update of Chan, Golub and LeVeque): nothing
+// their centered sum, exactly (pairwise by the update of Chan, Golub and LeVeque, or, with
+// equal counts, around the group's averages; comoment_allreduce): nothing
 // waits for the row's average before centering, and the sum is as well conditioned as the
 // two-pass one.
 struct Comoment {

@@ -2012,7 +2012,7 @@ class Emitter {
 
   // A co-moment's second pass over this thread's columns: the centered products around the
   // thread's own averages (exact two-pass arithmetic, and no division per chunk). The row
-  // then combines the threads' states (count, averages, centered sum) pairwise.
+  // then combines the threads' states (count, averages, centered sum).
   void emit_centering_pass(const std::vector<NodeId>& reductions) {
     std::vector<NodeId> comoments, roots;
     for (NodeId r : reductions) {

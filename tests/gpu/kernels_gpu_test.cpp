@@ -270,7 +270,7 @@ TEST_CASE("column parameters at any element offset are read right by peeled rows
 
 TEST_CASE("LayerNorm's one-phase statistics survive a large offset, on one CTA and clusters") {
   // fp32 rows of 1000 + [-2, 2.5): E[x^2] - E[x]^2 in fp32 would lose about 2^-24 * 1000^2 /
-  // 1.7, some 4% of the variance; the co-moment's per-chunk centering and pairwise combine
+  // 1.7, some 4% of the variance; the co-moment's per-chunk centering and the combine of the states
   // must keep rstd within fp32 tolerance (1e-5). Only the statistics are compared: y itself
   // inherits the rounding of x - mean at 1000 (about 6e-5 / std), beyond fp32's tolerance for
   // any fp32 kernel. N = 12345 is ragged; 65536 runs on a cluster on sm_90.
