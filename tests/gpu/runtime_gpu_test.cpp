@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "four_reductions.hpp"
+#include "support/scoped.hpp"
 #include "tilenorm/autotune/tuner.hpp"
 #include "tilenorm/autotune/tuning_db_writer.hpp"
 #include "tilenorm/dsl/reflect.hpp"
@@ -25,7 +26,6 @@
 #include "tilenorm/runtime/check.hpp"
 #include "tilenorm/runtime/driver.hpp"
 #include "tilenorm/runtime/heuristics.hpp"
-#include "tilenorm/runtime/log.hpp"
 #include "tilenorm/runtime/nvrtc.hpp"
 #include "tilenorm/runtime/tuning_db.hpp"
 
@@ -33,6 +33,8 @@ namespace {
 
 using tilenorm::DType;
 namespace driver = tilenorm::driver;
+using tilenorm::testing::ScopedEnv;
+using tilenorm::testing::WarningCapture;
 
 // Device buffers for one rms_norm launch of [rows, cols] bf16, outputs poisoned.
 struct RmsBuffers {
@@ -91,9 +93,9 @@ class OneEntryDatabase {
   OneEntryDatabase(const std::string& name, std::int64_t n, std::int64_t m,
                    const tilenorm::KernelConfig& config)
       : dir_(std::filesystem::temp_directory_path() / (name + "-" + std::to_string(::getpid()))),
-        path_(dir_ / "tuning.json") {
+        path_(dir_ / "tuning.json"),
+        named_("TILENORM_TUNING_DB", path_.c_str()) {
     std::filesystem::create_directories(dir_);
-    ::setenv("TILENORM_TUNING_DB", path_.c_str(), 1);
     const tilenorm::Norm probe = runtime().load(tilenorm::kernels::builtin_program("rms_norm"));
     tilenorm::TuningEntry entry;
     entry.key = probe.tuning_key(DType::bf16, DType::bf16, n, m);
@@ -106,7 +108,6 @@ class OneEntryDatabase {
   OneEntryDatabase(const OneEntryDatabase&) = delete;
   OneEntryDatabase& operator=(const OneEntryDatabase&) = delete;
   ~OneEntryDatabase() {
-    ::unsetenv("TILENORM_TUNING_DB");
     std::error_code ignored;
     std::filesystem::remove_all(dir_, ignored);
   }
@@ -114,6 +115,7 @@ class OneEntryDatabase {
 
  private:
   std::filesystem::path dir_, path_;
+  ScopedEnv named_;
 };
 
 }  // namespace
@@ -711,14 +713,18 @@ TEST_CASE("a tuned configuration these rows cannot use is named in a warning, an
   const OneEntryDatabase db("tilenorm-gpu-db-unusable", 4096, 512, unusable);
 
   std::vector<std::string> warnings;
-  const tilenorm::WarningHandler previous = tilenorm::set_warning_handler(
-      [&](std::string_view message) { warnings.emplace_back(message); });
-  tilenorm::Runtime rt;  // reads TILENORM_TUNING_DB
-  const tilenorm::Norm norm = rt.load(tilenorm::kernels::builtin_program("rms_norm"));
-  const auto report = tilenorm::check_against_interpreter(
-      norm,
-      {.io_dtype = DType::bf16, .param_dtype = DType::bf16, .rows = 512, .cols = 4096, .seed = 5});
-  tilenorm::set_warning_handler(previous);
+  tilenorm::CheckReport report;
+  {
+    const WarningCapture capture;
+    tilenorm::Runtime rt;  // reads TILENORM_TUNING_DB
+    const tilenorm::Norm norm = rt.load(tilenorm::kernels::builtin_program("rms_norm"));
+    report = tilenorm::check_against_interpreter(norm, {.io_dtype = DType::bf16,
+                                                        .param_dtype = DType::bf16,
+                                                        .rows = 512,
+                                                        .cols = 4096,
+                                                        .seed = 5});
+    warnings = capture.messages();
+  }
   // The heuristic ran, correctly, and the warning says which entry and why.
   CHECK(report.ok());
   CHECK(report.unwritten == 0);
@@ -738,12 +744,8 @@ TEST_CASE("a tuned configuration these rows cannot use is named in a warning, an
 // where the rows rule an entry out (a backward's stacked rows on rows that start misaligned), the
 // heuristic runs without a warning. On any other GPU no entry matches.
 TEST_CASE("the shipped databases are used on the GPU they were measured on, and quietly not") {
-  const char* off = std::getenv("TILENORM_DISABLE_SHIPPED_DATABASES");
-  const std::optional<std::string> saved_off = off ? std::optional<std::string>(off) : std::nullopt;
-  ::unsetenv("TILENORM_DISABLE_SHIPPED_DATABASES");
-  std::vector<std::string> warnings;
-  const tilenorm::WarningHandler previous = tilenorm::set_warning_handler(
-      [&](std::string_view message) { warnings.emplace_back(message); });
+  const ScopedEnv shipped_on("TILENORM_DISABLE_SHIPPED_DATABASES", nullptr);
+  const WarningCapture warnings;
   {
     tilenorm::Runtime rt;
     const tilenorm::Norm forward = rt.load(tilenorm::kernels::builtin_program("layer_norm"));
@@ -800,9 +802,7 @@ TEST_CASE("the shipped databases are used on the GPU they were measured on, and 
       CHECK(peeled.used.source == tilenorm::ConfigSource::heuristic);
     }
   }
-  tilenorm::set_warning_handler(previous);
-  if (saved_off) ::setenv("TILENORM_DISABLE_SHIPPED_DATABASES", saved_off->c_str(), 1);
-  CHECK(warnings.empty());
+  CHECK(warnings.messages().empty());
 }
 
 TEST_CASE("the tuner times the heuristic default where it spills, and stores nothing slower") {

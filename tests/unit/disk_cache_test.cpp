@@ -5,22 +5,22 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include "tilenorm/runtime/log.hpp"
+#include "support/scoped.hpp"
 #include "tilenorm/runtime/sha256.hpp"
 
 namespace {
 
 namespace fs = std::filesystem;
+using tilenorm::testing::ScopedEnv;
+using tilenorm::testing::WarningCapture;
 
 bool contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
@@ -47,50 +47,6 @@ class TemporaryDirectory {
 
  private:
   fs::path path_;
-};
-
-// Collects warnings for the lifetime of the object instead of printing them.
-class CapturedWarnings {
- public:
-  CapturedWarnings()
-      : previous_(tilenorm::set_warning_handler([this](std::string_view message) {
-          std::lock_guard lock(mutex_);
-          messages_.emplace_back(message);
-        })) {}
-  ~CapturedWarnings() { tilenorm::set_warning_handler(previous_); }
-  CapturedWarnings(const CapturedWarnings&) = delete;
-  CapturedWarnings& operator=(const CapturedWarnings&) = delete;
-
-  std::vector<std::string> messages() const {
-    std::lock_guard lock(mutex_);
-    return messages_;
-  }
-
- private:
-  mutable std::mutex mutex_;
-  std::vector<std::string> messages_;
-  tilenorm::WarningHandler previous_;
-};
-
-class ScopedEnvironment {
- public:
-  ScopedEnvironment(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) previous_ = old;
-    ::setenv(name, value, 1);
-  }
-  ~ScopedEnvironment() {
-    if (previous_) {
-      ::setenv(name_, previous_->c_str(), 1);
-    } else {
-      ::unsetenv(name_);
-    }
-  }
-  ScopedEnvironment(const ScopedEnvironment&) = delete;
-  ScopedEnvironment& operator=(const ScopedEnvironment&) = delete;
-
- private:
-  const char* name_;
-  std::optional<std::string> previous_;
 };
 
 std::string read_file(const fs::path& path) {
@@ -167,7 +123,7 @@ TEST_CASE("sha256: messages around the padding boundaries") {
 TEST_CASE("disk cache: store then load returns the same kernel; a missing key is silent") {
   TemporaryDirectory temporary;
   tilenorm::DiskCache cache(temporary.path() / "not-yet-created");
-  CapturedWarnings warnings;
+  WarningCapture warnings;
   CHECK_FALSE(cache.load(kKey).has_value());
 
   tilenorm::CompiledKernel kernel = sample_kernel();
@@ -215,7 +171,7 @@ TEST_CASE("disk cache: corrupt, truncated and foreign entries warn and read as m
   for (const Damage& damage : damages) {
     CAPTURE(damage.description);
     write_file(path, damage.contents);
-    CapturedWarnings warnings;
+    WarningCapture warnings;
     CHECK_FALSE(cache.load(kKey).has_value());
     std::vector<std::string> messages = warnings.messages();
     REQUIRE(messages.size() == 1);
@@ -226,7 +182,7 @@ TEST_CASE("disk cache: corrupt, truncated and foreign entries warn and read as m
   // An intact entry copied to another key's file belongs to that other key.
   const std::string other_key(64, 'b');
   write_file(cache.entry_path(other_key), good_entry);
-  CapturedWarnings warnings;
+  WarningCapture warnings;
   CHECK_FALSE(cache.load(other_key).has_value());
   REQUIRE(warnings.messages().size() == 1);
   CHECK(contains(warnings.messages()[0], "it was stored under a different key"));
@@ -241,7 +197,7 @@ TEST_CASE("disk cache: a corrupt entry is rebuilt by compile_cached") {
   REQUIRE(fs::exists(path));
   fs::resize_file(path, fs::file_size(path) - 10);
 
-  CapturedWarnings warnings;
+  WarningCapture warnings;
   tilenorm::CompiledKernel rebuilt = tilenorm::compile_cached(request, &cache);
   CHECK_FALSE(rebuilt.from_disk_cache);
   REQUIRE(warnings.messages().size() == 1);
@@ -257,7 +213,7 @@ TEST_CASE("disk cache: a failing store warns instead of throwing") {
   TemporaryDirectory temporary;
   write_file(temporary.path() / "plain-file", "x");
   tilenorm::DiskCache cache(temporary.path() / "plain-file" / "cache");
-  CapturedWarnings warnings;
+  WarningCapture warnings;
   CHECK_NOTHROW(cache.store(kKey, sample_kernel()));
   REQUIRE(warnings.messages().size() == 1);
   CHECK(contains(warnings.messages()[0],
@@ -308,7 +264,7 @@ TEST_CASE("disk cache: TILENORM_DISABLE_DISK_CACHE=1 and a null cache bypass it"
   tilenorm::DiskCache cache(temporary.path() / "cache");
   tilenorm::CompileRequest request = add_one_request();
   {
-    ScopedEnvironment disabled("TILENORM_DISABLE_DISK_CACHE", "1");
+    ScopedEnv disabled("TILENORM_DISABLE_DISK_CACHE", "1");
     CHECK_FALSE(tilenorm::compile_cached(request, &cache).from_disk_cache);
     CHECK_FALSE(tilenorm::compile_cached(request, &cache).from_disk_cache);
     CHECK_FALSE(fs::exists(cache.directory()));
@@ -343,7 +299,7 @@ TEST_CASE("disk cache: cache_key changes with source, kernel name, options, arch
 TEST_CASE("disk cache: concurrent compile_cached calls compile each kernel once") {
   TemporaryDirectory temporary;
   tilenorm::DiskCache cache(temporary.path());
-  CapturedWarnings warnings;
+  WarningCapture warnings;
   constexpr int kThreads = 8;
   constexpr int kDistinctKernels = 2;
   std::vector<tilenorm::CompiledKernel> results(kThreads);

@@ -14,9 +14,9 @@
 #include <string>
 #include <vector>
 
+#include "support/scoped.hpp"
 #include "tilenorm/autotune/tuning_db_writer.hpp"
 #include "tilenorm/dsl/error.hpp"
-#include "tilenorm/runtime/log.hpp"
 #include "tilenorm/runtime/paths.hpp"
 
 namespace {
@@ -29,6 +29,8 @@ using tilenorm::TuningEntry;
 using tilenorm::TuningKey;
 using tilenorm::TuningLookup;
 using Source = tilenorm::TuningLookup::Source;
+using tilenorm::testing::ScopedEnv;
+using tilenorm::testing::WarningCapture;
 
 class TempDir {
  public:
@@ -48,47 +50,6 @@ class TempDir {
 
  private:
   fs::path path_;
-};
-
-// Collects warnings instead of printing them, for as long as it lives.
-class WarningCapture {
- public:
-  WarningCapture()
-      : previous_(tilenorm::set_warning_handler(
-            [this](std::string_view message) { messages.emplace_back(message); })) {}
-  WarningCapture(const WarningCapture&) = delete;
-  WarningCapture& operator=(const WarningCapture&) = delete;
-  ~WarningCapture() { tilenorm::set_warning_handler(previous_); }
-
-  std::vector<std::string> messages;
-
- private:
-  tilenorm::WarningHandler previous_;
-};
-
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_value_ = old;
-    if (value) {
-      ::setenv(name, value, 1);
-    } else {
-      ::unsetenv(name);
-    }
-  }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-  ~ScopedEnv() {
-    if (old_value_) {
-      ::setenv(name_.c_str(), old_value_->c_str(), 1);
-    } else {
-      ::unsetenv(name_.c_str());
-    }
-  }
-
- private:
-  std::string name_;
-  std::optional<std::string> old_value_;
 };
 
 void write_text(const fs::path& file, const std::string& text) {
@@ -188,7 +149,7 @@ TEST_CASE("entries round-trip through JSON and through a file") {
 
   WarningCapture warnings;
   const TuningDatabase loaded = TuningDatabase::load_file(db);
-  CHECK(warnings.messages.empty());
+  CHECK(warnings.messages().empty());
   CHECK(loaded.source_file() == db);
   REQUIRE(loaded.entries().size() == 2);
   CHECK(loaded.entries()[0] == entry);
@@ -219,7 +180,7 @@ TEST_CASE("a missing file is an empty database without a warning") {
   WarningCapture warnings;
   const TuningDatabase loaded = TuningDatabase::load_file(dir / "absent.json");
   CHECK(loaded.entries().empty());
-  CHECK(warnings.messages.empty());
+  CHECK(warnings.messages().empty());
   CHECK(loaded.lookup(sample_key()).source == Source::heuristic);
 }
 
@@ -253,8 +214,9 @@ TEST_CASE("a file of the wrong kind is ignored with one warning naming it") {
     WarningCapture warnings;
     const TuningDatabase loaded = TuningDatabase::load_file(db);
     CHECK(loaded.entries().empty());
-    REQUIRE(warnings.messages.size() == 1);
-    CHECK(warnings.messages[0] == "ignoring tuning database " + db.string() + ": " + test.problem);
+    REQUIRE(warnings.messages().size() == 1);
+    CHECK(warnings.messages()[0] ==
+          "ignoring tuning database " + db.string() + ": " + test.problem);
   }
 }
 
@@ -268,8 +230,8 @@ TEST_CASE("a truncated file is ignored with a warning") {
 
   WarningCapture warnings;
   CHECK(TuningDatabase::load_file(db).entries().empty());
-  REQUIRE(warnings.messages.size() == 1);
-  const std::string message = warnings.messages[0];
+  REQUIRE(warnings.messages().size() == 1);
+  const std::string message = warnings.messages()[0];
   CHECK(message.starts_with("ignoring tuning database " + db.string() +
                             ": not valid JSON: parse error at line"));
   CHECK(contains(message, "syntax error"));
@@ -281,8 +243,8 @@ TEST_CASE("garbage bytes are ignored with a printable warning") {
   write_text(db, std::string("\xff\xfe\x00\x01garbage\x80", 12));
   WarningCapture warnings;
   CHECK(TuningDatabase::load_file(db).entries().empty());
-  REQUIRE(warnings.messages.size() == 1);
-  const std::string message = warnings.messages[0];
+  REQUIRE(warnings.messages().size() == 1);
+  const std::string message = warnings.messages()[0];
   CHECK(message.starts_with("ignoring tuning database " + db.string() +
                             ": not valid JSON: parse error at line 1, column 1"));
   for (char c : message) CHECK((c >= 0x20 && c < 0x7f));
@@ -294,9 +256,9 @@ TEST_CASE("a non-finite number makes the file invalid JSON") {
   write_text(db, database_json({entry_with_field("median_us", "1e999")}));
   WarningCapture warnings;
   CHECK(TuningDatabase::load_file(db).entries().empty());
-  REQUIRE(warnings.messages.size() == 1);
-  CHECK(warnings.messages[0] == "ignoring tuning database " + db.string() +
-                                    ": not valid JSON: number overflow parsing '1e999'");
+  REQUIRE(warnings.messages().size() == 1);
+  CHECK(warnings.messages()[0] == "ignoring tuning database " + db.string() +
+                                      ": not valid JSON: number overflow parsing '1e999'");
 }
 
 TEST_CASE("a file too large to be a tuning database is ignored") {
@@ -306,17 +268,17 @@ TEST_CASE("a file too large to be a tuning database is ignored") {
   fs::resize_file(db, (64u << 20) + 1);  // sparse: costs no disk space
   WarningCapture warnings;
   CHECK(TuningDatabase::load_file(db).entries().empty());
-  REQUIRE(warnings.messages.size() == 1);
-  CHECK(warnings.messages[0] == "ignoring tuning database " + db.string() +
-                                    ": the file is 67108865 bytes, more than the 64 MiB limit");
+  REQUIRE(warnings.messages().size() == 1);
+  CHECK(warnings.messages()[0] == "ignoring tuning database " + db.string() +
+                                      ": the file is 67108865 bytes, more than the 64 MiB limit");
 }
 
 TEST_CASE("a path that cannot be read is ignored with a warning") {
   TempDir dir;
   WarningCapture warnings;
   CHECK(TuningDatabase::load_file(dir.path()).entries().empty());
-  REQUIRE(warnings.messages.size() == 1);
-  CHECK(warnings.messages[0] ==
+  REQUIRE(warnings.messages().size() == 1);
+  CHECK(warnings.messages()[0] ==
         "cannot read tuning database " + dir.path().string() + ": not a regular file; ignoring it");
 }
 
@@ -378,8 +340,8 @@ TEST_CASE("hostile entries are skipped by index while the valid ones are used") 
     const TuningDatabase loaded = TuningDatabase::load_file(db);
     REQUIRE(loaded.entries().size() == 1);
     CHECK(loaded.entries()[0] == valid);
-    REQUIRE(warnings.messages.size() == 1);
-    CHECK(warnings.messages[0] ==
+    REQUIRE(warnings.messages().size() == 1);
+    CHECK(warnings.messages()[0] ==
           "tuning database " + db.string() +
               " has 1 problem(s), using its 1 valid entries: entry 1: " + test.problem);
   }
@@ -387,7 +349,7 @@ TEST_CASE("hostile entries are skipped by index while the valid ones are used") 
   write_text(db, database_json({entry_with_field("config", nested_objects(16))}));
   WarningCapture warnings;
   CHECK(TuningDatabase::load_file(db).entries().size() == 1);
-  CHECK(warnings.messages.empty());
+  CHECK(warnings.messages().empty());
 }
 
 TEST_CASE("many bad entries give one warning that lists the first few") {
@@ -399,8 +361,8 @@ TEST_CASE("many bad entries give one warning that lists the first few") {
   write_text(db, database_json(entries));
   WarningCapture warnings;
   CHECK(TuningDatabase::load_file(db).entries().size() == 1);
-  REQUIRE(warnings.messages.size() == 1);
-  CHECK(warnings.messages[0] ==
+  REQUIRE(warnings.messages().size() == 1);
+  CHECK(warnings.messages()[0] ==
         "tuning database " + db.string() +
             " has 8 problem(s), using its 1 valid entries: entry 1: must be an object, got 42; "
             "entry 2: must be an object, got 42; entry 3: must be an object, got 42; entry 4: "
@@ -417,10 +379,10 @@ TEST_CASE("a repeated key keeps the later entry, with a warning") {
   const TuningDatabase loaded = TuningDatabase::load_file(db);
   REQUIRE(loaded.entries().size() == 1);
   CHECK(loaded.entries()[0] == second);
-  REQUIRE(warnings.messages.size() == 1);
-  CHECK(warnings.messages[0] == "tuning database " + db.string() +
-                                    " has 1 problem(s), using its 1 valid entries: entry 1: "
-                                    "repeats the key of entry 0; the later entry is used");
+  REQUIRE(warnings.messages().size() == 1);
+  CHECK(warnings.messages()[0] == "tuning database " + db.string() +
+                                      " has 1 problem(s), using its 1 valid entries: entry 1: "
+                                      "repeats the key of entry 0; the later entry is used");
 }
 
 TEST_CASE("unknown fields and junk outside the entries are ignored") {
@@ -433,7 +395,7 @@ TEST_CASE("unknown fields and junk outside the entries are ignored") {
   write_text(db, text);
   WarningCapture warnings;
   CHECK(TuningDatabase::load_file(db).entries().size() == 1);
-  CHECK(warnings.messages.empty());
+  CHECK(warnings.messages().empty());
 }
 
 TEST_CASE("lookup falls back from exact to the nearest m bucket to the heuristic") {
@@ -583,7 +545,7 @@ TEST_CASE("the shipped databases are read under the user's, unless turned off") 
   // key hides the shipped one.
   WarningCapture warnings;
   const TuningDatabaseStack stack = tilenorm::load_default_tuning_databases();
-  CHECK(warnings.messages.empty());
+  CHECK(warnings.messages().empty());
   REQUIRE(stack.layers().size() == 1 + shipped.size());
   CHECK(stack.layers()[0].source_file() == dir / "tuning.json");
   CHECK(stack.layers()[0].origin() == tilenorm::TuningOrigin::user);
@@ -633,7 +595,7 @@ TEST_CASE("upsert replaces the entry with the same key and leaves no temporary f
 
   WarningCapture warnings;
   const TuningDatabase loaded = TuningDatabase::load_file(db);
-  CHECK(warnings.messages.empty());
+  CHECK(warnings.messages().empty());
   REQUIRE(loaded.entries().size() == 2);
   CHECK(*loaded.find(sample_key()) == fastest);
 
@@ -691,8 +653,8 @@ TEST_CASE("a corrupt primary is kept aside, not lost") {
   {
     WarningCapture warnings;
     tilenorm::upsert_entries(db, {sample_entry()});
-    REQUIRE(warnings.messages.size() == 1);
-    const std::string message = warnings.messages[0];
+    REQUIRE(warnings.messages().size() == 1);
+    const std::string message = warnings.messages()[0];
     CHECK(message.starts_with("tuning database " + db.string() +
                               " is damaged (not valid JSON: parse error at line 1"));
     CHECK(contains(message, "); kept it as " + db.string() + ".corrupt-"));
@@ -713,9 +675,9 @@ TEST_CASE("a corrupt primary is kept aside, not lost") {
   {
     WarningCapture warnings;
     tilenorm::upsert_entries(db, {sample_entry(sample_key(4))});
-    REQUIRE(warnings.messages.size() == 1);
-    CHECK(contains(warnings.messages[0], "is damaged (entry 1: must be an object, got 42)"));
-    CHECK(warnings.messages[0].ends_with(" and kept its 1 valid entries"));
+    REQUIRE(warnings.messages().size() == 1);
+    CHECK(contains(warnings.messages()[0], "is damaged (entry 1: must be an object, got 42)"));
+    CHECK(warnings.messages()[0].ends_with(" and kept its 1 valid entries"));
   }
   const TuningDatabase repaired = TuningDatabase::load_file(db);
   CHECK(repaired.entries().size() == 2);
@@ -725,8 +687,8 @@ TEST_CASE("a corrupt primary is kept aside, not lost") {
   {
     WarningCapture warnings;
     tilenorm::upsert_entries(db, {sample_entry()});
-    REQUIRE(warnings.messages.size() == 1);
-    CHECK(contains(warnings.messages[0], R"(is damaged (schema is "someone-elses", expected)"));
+    REQUIRE(warnings.messages().size() == 1);
+    CHECK(contains(warnings.messages()[0], R"(is damaged (schema is "someone-elses", expected)"));
   }
   std::size_t aside_count = 0;
   for (const auto& item : fs::directory_iterator(dir.path())) {
@@ -768,7 +730,7 @@ TEST_CASE("concurrent writers never lose each other's entries") {
   }
   WarningCapture warnings;
   const TuningDatabase loaded = TuningDatabase::load_file(db);
-  CHECK(warnings.messages.empty());
+  CHECK(warnings.messages().empty());
   CHECK(loaded.entries().size() == kWriters * kEntriesPerWriter);
   CHECK(json::parse(read_text(db)).at("entries").size() == kWriters * kEntriesPerWriter);
 }
@@ -803,10 +765,10 @@ TEST_CASE("merge keeps the faster entry for a key found in several files") {
   write_text(second, database_json({json(sample_entry(sample_key(16), 1.0)).dump(), "[]"}));
   WarningCapture warnings;
   const tilenorm::MergeSummary partial = tilenorm::merge_databases({second}, output);
-  REQUIRE(warnings.messages.size() == 1);
-  CHECK(warnings.messages[0] == "merge input " + second.string() +
-                                    " has 1 problem(s), using its 1 valid entries: entry 1: "
-                                    "must be an object, got an array");
+  REQUIRE(warnings.messages().size() == 1);
+  CHECK(warnings.messages()[0] == "merge input " + second.string() +
+                                      " has 1 problem(s), using its 1 valid entries: entry 1: "
+                                      "must be an object, got an array");
   CHECK(partial.entries_written == 5);
 }
 
