@@ -789,22 +789,37 @@ __device__ __forceinline__ Comoment combine_comoments(const Comoment& x, const C
   return r;
 }
 
-// With equal counts the group's averages come first, then each lane moves its centered sum onto
-// them (c + n (avg_a - group avg_a)(avg_b - group avg_b)) and the group sums that: the same
-// two-pass arithmetic as the pairwise combine, in two butterflies of one value each (three
-// without Same) instead of a combine per step. Otherwise the pairwise combine, shuffling only
-// what differs between the lanes (with Same, the second average is the first).
+// With equal counts the lanes center their states on one shift, the first lane's averages (one
+// shuffle), and a single butterfly sums the centered sums moved onto the shift (c + n da db,
+// da = avg_a - shift_a) and the averages' offsets da and db. The group's averages are then the
+// shift plus the average offsets, and its centered sum that total less n_group times their product:
+// the offsets are as small as the lanes' averages differ, so the difference keeps the two-pass
+// sum's precision, and the row waits on six shuffles instead of ten. Otherwise the pairwise
+// combine, shuffling only what differs between the lanes (with Same, the second average is the
+// first).
 template <int Width, Counts C, bool Same = false>
 __device__ __forceinline__ Comoment comoment_allreduce(Comoment s) {
   if constexpr (C == Counts::equal) {
     constexpr float kShare = 1.0f / static_cast<float>(Width);  // exact: Width is a power of 2
+    const float shift_a = __shfl_sync(0xffffffffu, s.avg_a, 0, Width);
+    const float shift_b = Same ? shift_a : __shfl_sync(0xffffffffu, s.avg_b, 0, Width);
+    float da = s.avg_a - shift_a;
+    float db = Same ? da : s.avg_b - shift_b;
+    float moved = s.c + s.n * (da * db);
+#pragma unroll
+    for (int offset = Width / 2; offset > 0; offset /= 2) {
+      moved += __shfl_xor_sync(0xffffffffu, moved, offset);
+      da += __shfl_xor_sync(0xffffffffu, da, offset);
+      if constexpr (!Same) db += __shfl_xor_sync(0xffffffffu, db, offset);
+    }
+    const float avg_offset_a = da * kShare;
+    const float avg_offset_b = Same ? avg_offset_a : db * kShare;
     Comoment r;
     r.n = s.n * static_cast<float>(Width);
-    r.avg_a = group_allreduce<kSum, Width>(s.avg_a) * kShare;
-    r.avg_b = Same ? r.avg_a : group_allreduce<kSum, Width>(s.avg_b) * kShare;
-    const float da = s.avg_a - r.avg_a;
-    const float db = Same ? da : s.avg_b - r.avg_b;
-    r.c = group_allreduce<kSum, Width>(s.c + s.n * (da * db));
+    r.avg_a = shift_a + avg_offset_a;
+    r.avg_b = Same ? r.avg_a : shift_b + avg_offset_b;
+    r.c = moved - r.n * (avg_offset_a * avg_offset_b);
+    if constexpr (Same) r.c = fmaxf(r.c, 0.0f);  // a variance: rounding must not make it negative
     return r;
   }
 #pragma unroll
