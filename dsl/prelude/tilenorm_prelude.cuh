@@ -753,9 +753,8 @@ __device__ __forceinline__ float combine_partials(const float* partials, int str
 // centers its own columns around their averages (two passes over values it holds), and the
 // row combines the threads' states, each the count of its columns, their two averages and
 // their centered sum, exactly (pairwise by the update of Chan, Golub and LeVeque, or, with
-// equal counts, around the group's averages; comoment_allreduce): nothing
-// waits for the row's average before centering, and the sum is as well conditioned as the
-// two-pass one.
+// equal counts, around one lane's averages; comoment_allreduce): nothing waits for the row's
+// average before centering, and the sum is as well conditioned as the two-pass one.
 struct Comoment {
   float n, avg_a, avg_b, c;
 };
@@ -765,8 +764,8 @@ __device__ __forceinline__ Comoment comoment_identity() {
 }
 
 // What the code generator knows of the counts of the states a row combines: all equal (every
-// thread holds the same number of columns: the averages add up first, with no division), all
-// positive (every thread holds a column: no test for empty states), or any.
+// thread holds the same number of columns: one butterfly around a shared shift, with no
+// division), all positive (every thread holds a column: no test for empty states), or any.
 enum class Counts { equal, positive, any };
 
 // Symmetric bit for bit (explicit roundings: an FMA would depend on the operand order), so
