@@ -788,12 +788,12 @@ __device__ __forceinline__ Comoment combine_comoments(const Comoment& x, const C
   return r;
 }
 
-// With equal counts the lanes center their states on one shift, the first lane's averages (one
-// shuffle), and a single butterfly sums the centered sums moved onto the shift (c + n da db,
-// da = avg_a - shift_a) and the averages' offsets da and db. The group's averages are then the
-// shift plus the average offsets, and its centered sum that total less n_group times their product:
-// the offsets are as small as the lanes' averages differ, so the difference keeps the two-pass
-// sum's precision, and the row waits on six shuffles instead of ten. Otherwise the pairwise
+// With equal counts every lane moves its centered sum onto one shift, the first lane's averages
+// (one shuffle): c + n da db, with da = avg_a - shift_a. A single butterfly sums those and the
+// offsets da and db side by side. The group's averages are the shift plus the offsets' average,
+// and its centered sum is the moved total less n_group times the product of those averages. The
+// offsets are as small as the lanes' averages differ, so the subtraction keeps the two-pass
+// sum's precision, and a warp waits on six shuffles instead of ten. Otherwise the pairwise
 // combine, shuffling only what differs between the lanes (with Same, the second average is the
 // first).
 template <int Width, Counts C, bool Same = false>
@@ -806,10 +806,10 @@ __device__ __forceinline__ Comoment comoment_allreduce(Comoment s) {
     float db = Same ? da : s.avg_b - shift_b;
     float moved = s.c + s.n * (da * db);
 #pragma unroll
-    for (int offset = Width / 2; offset > 0; offset /= 2) {
-      moved += __shfl_xor_sync(0xffffffffu, moved, offset);
-      da += __shfl_xor_sync(0xffffffffu, da, offset);
-      if constexpr (!Same) db += __shfl_xor_sync(0xffffffffu, db, offset);
+    for (int partner = Width / 2; partner > 0; partner /= 2) {
+      moved += __shfl_xor_sync(0xffffffffu, moved, partner);
+      da += __shfl_xor_sync(0xffffffffu, da, partner);
+      if constexpr (!Same) db += __shfl_xor_sync(0xffffffffu, db, partner);
     }
     const float avg_offset_a = da * kShare;
     const float avg_offset_b = Same ? avg_offset_a : db * kShare;
