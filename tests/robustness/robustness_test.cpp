@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "support/scoped.hpp"
 #include "tilenorm/autotune/tuning_db_writer.hpp"
 #include "tilenorm/dsl/codegen.hpp"
 #include "tilenorm/dsl/error.hpp"
@@ -20,12 +21,12 @@
 #include "tilenorm/dsl/names.hpp"
 #include "tilenorm/dsl/passes.hpp"
 #include "tilenorm/runtime/disk_cache.hpp"
-#include "tilenorm/runtime/log.hpp"
 #include "tilenorm/runtime/tuning_db.hpp"
 
 namespace {
 
 namespace fs = std::filesystem;
+using tilenorm::testing::WarningCapture;
 
 struct Scratch {
   Scratch() {
@@ -38,15 +39,6 @@ struct Scratch {
     fs::remove_all(path, ignored);
   }
   fs::path path;
-};
-
-struct Warnings {
-  Warnings()
-      : previous(tilenorm::set_warning_handler(
-            [this](std::string_view message) { messages.emplace_back(message); })) {}
-  ~Warnings() { tilenorm::set_warning_handler(previous); }
-  std::vector<std::string> messages;
-  tilenorm::WarningHandler previous;
 };
 
 void write_bytes(const fs::path& file, const std::string& bytes) {
@@ -88,12 +80,12 @@ std::string random_bytes(std::size_t size, unsigned seed) {
 
 // Loading must never throw, and must warn once with one printable line naming the file.
 void expect_ignored_with_warning(const fs::path& db) {
-  Warnings warnings;
+  const WarningCapture warnings;
   tilenorm::TuningDatabase loaded;
   CHECK_NOTHROW(loaded = tilenorm::TuningDatabase::load_file(db));
-  REQUIRE(warnings.messages.size() == 1);
-  CHECK(warnings.messages[0].find(db.string()) != std::string::npos);
-  CHECK(printable(warnings.messages[0]));
+  REQUIRE(warnings.messages().size() == 1);
+  CHECK(warnings.messages()[0].find(db.string()) != std::string::npos);
+  CHECK(printable(warnings.messages()[0]));
 }
 
 }  // namespace
@@ -111,10 +103,10 @@ TEST_CASE("damaged database: truncated at every length, never a crash, never a l
   }
   // A writer keeps the damaged file aside and carries its valid entries over.
   write_bytes(db, whole.substr(0, whole.size() - 4));  // cuts the closing "]}\n"
-  Warnings warnings;
+  const WarningCapture warnings;
   tilenorm::upsert_entries(db, {entry_for(4)});
-  REQUIRE(warnings.messages.size() == 1);
-  CHECK(warnings.messages[0].find("is damaged") != std::string::npos);
+  REQUIRE(warnings.messages().size() == 1);
+  CHECK(warnings.messages()[0].find("is damaged") != std::string::npos);
   CHECK(tilenorm::TuningDatabase::load_file(db).entries().size() == 1);  // not valid JSON: 0 kept
   std::size_t kept = 0;
   for (const auto& item : fs::directory_iterator(scratch.path)) {
@@ -147,9 +139,9 @@ TEST_CASE("damaged database: hostile documents (deep nesting, huge numbers, wron
   deep_closed += "]}";
   write_bytes(db, deep_closed);
   {
-    Warnings warnings;
+    const WarningCapture warnings;
     CHECK(tilenorm::TuningDatabase::load_file(db).entries().empty());
-    CHECK(warnings.messages.size() == 1);
+    CHECK(warnings.messages().size() == 1);
   }
   // A number beyond the double range makes the document invalid JSON: the file is ignored.
   write_bytes(db, head + R"({"n": 1e400}]})");
@@ -170,12 +162,12 @@ TEST_CASE("damaged database: hostile documents (deep nesting, huge numbers, wron
     std::string text = entry.dump();
     text.replace(text.find("\"@X@\""), 5, raw);
     write_bytes(db, head + nlohmann::json(valid).dump() + "," + text + "]}");
-    Warnings warnings;
+    const WarningCapture warnings;
     const auto loaded = tilenorm::TuningDatabase::load_file(db);
     INFO(field << " = " << raw);
     CHECK(loaded.entries().size() == 1);  // the valid entry is still used
-    REQUIRE(warnings.messages.size() == 1);
-    CHECK(printable(warnings.messages[0]));
+    REQUIRE(warnings.messages().size() == 1);
+    CHECK(printable(warnings.messages()[0]));
   }
 }
 
@@ -186,7 +178,7 @@ TEST_CASE("damaged database: a huge file is not read") {
   fs::resize_file(db, std::uintmax_t{1} << 40);  // sparse: 1 TiB that costs no disk space
   expect_ignored_with_warning(db);
   // The writer moves nothing and loses nothing: the huge file is kept aside, entries are added.
-  Warnings warnings;
+  const WarningCapture warnings;
   tilenorm::upsert_entries(db, {entry_for(1)});
   CHECK(tilenorm::TuningDatabase::load_file(db).entries().size() == 1);
 }
@@ -216,17 +208,17 @@ TEST_CASE("damaged cache entries: truncated, garbage, hostile lengths and huge f
   damaged.push_back(flipped);
   for (const std::string& bytes : damaged) {
     write_bytes(path, bytes);
-    Warnings warnings;
+    const WarningCapture warnings;
     CHECK_FALSE(cache.load("key"));
-    REQUIRE(warnings.messages.size() == 1);
-    CHECK(warnings.messages[0].find("the kernel will be recompiled") != std::string::npos);
+    REQUIRE(warnings.messages().size() == 1);
+    CHECK(warnings.messages()[0].find("the kernel will be recompiled") != std::string::npos);
   }
   write_bytes(path, "x");
   fs::resize_file(path, std::uintmax_t{1} << 40);
-  Warnings warnings;
+  const WarningCapture warnings;
   CHECK_FALSE(cache.load("key"));
-  REQUIRE(warnings.messages.size() == 1);
-  CHECK(warnings.messages[0].find("more than the 256 MiB") != std::string::npos);
+  REQUIRE(warnings.messages().size() == 1);
+  CHECK(warnings.messages()[0].find("more than the 256 MiB") != std::string::npos);
   cache.store("key", kernel);  // a good entry replaces the damaged one
   CHECK(cache.load("key"));
 }

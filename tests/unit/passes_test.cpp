@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "support/scoped.hpp"
 #include "tilenorm/dsl/error.hpp"
 #include "tilenorm/dsl/interpreter.hpp"
 #include "tilenorm/dsl/language.hpp"
@@ -195,13 +196,9 @@ bool is_forward(const std::string& name) {
 // Restores std::cerr and TILENORM_DUMP_IR however the test leaves.
 class CapturedIrDump {
  public:
-  explicit CapturedIrDump(const char* setting) : previous_(std::cerr.rdbuf(captured_.rdbuf())) {
-    ::setenv("TILENORM_DUMP_IR", setting, 1);
-  }
-  ~CapturedIrDump() {
-    ::unsetenv("TILENORM_DUMP_IR");
-    std::cerr.rdbuf(previous_);
-  }
+  explicit CapturedIrDump(const char* setting)
+      : previous_(std::cerr.rdbuf(captured_.rdbuf())), dump_ir_("TILENORM_DUMP_IR", setting) {}
+  ~CapturedIrDump() { std::cerr.rdbuf(previous_); }
   CapturedIrDump(const CapturedIrDump&) = delete;
   CapturedIrDump& operator=(const CapturedIrDump&) = delete;
   std::string text() const { return captured_.str(); }
@@ -209,6 +206,7 @@ class CapturedIrDump {
  private:
   std::ostringstream captured_;
   std::streambuf* previous_;
+  tilenorm::testing::ScopedEnv dump_ir_;
 };
 
 const std::string kIdentifierRule =
